@@ -1,0 +1,259 @@
+"""The Host seam: every read of the host goes through one object.
+
+``Host.root`` is a directory prefix ("/" in production, a fixture tree in tests), like
+node_exporter's ``--path.rootfs`` or sos's ``--sysroot``. Commands, the GPU snapshot, live
+facts and the kernel log come from *sources* handed in by the composition root: the real
+machine (only when root is "/"), a bundle's recordings, or nothing at all. A non-"/" root
+without an explicit command source refuses to run real commands, so a fixture can never
+silently mix with the developer's machine (the python-distro rule).
+"""
+import fnmatch
+import os
+import posixpath
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+
+MAX_SYMLINK_HOPS = 40  # the kernel's own limit (ELOOP), see path_resolution(7)
+MAX_READ_BYTES = 8 * 1024 * 1024  # no file a check reads is this large; bounds a hostile bundle
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: Tuple[str, ...]
+    rc: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    # True when the answer does not come from the host at all: the argv was not recorded in
+    # the bundle, or commands are unavailable (--host-root). rc is then -1.
+    not_recorded: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not self.timed_out and not self.not_recorded
+
+    @property
+    def not_installed(self) -> bool:
+        # 127 is the shell's "command not found"; bundles record a missing binary that way.
+        return self.rc == 127 and not self.not_recorded
+
+    def describe(self) -> str:
+        """A one-line reason for a result that is not ok, for check summaries."""
+        cmd = " ".join(self.argv)
+        if self.not_recorded:
+            return f"`{cmd}` not recorded for this host"
+        if self.timed_out:
+            return f"`{cmd}` timed out"
+        if self.not_installed:
+            return f"`{self.argv[0]}` not installed"
+        first = (self.stderr or self.stdout).strip().splitlines()
+        return f"`{cmd}` exited {self.rc}" + (f": {first[0][:160]}" if first else "")
+
+
+class CommandSource(Protocol):
+    def run(self, argv: Sequence[str], timeout: float) -> CommandResult: ...
+
+
+class NoCommands:
+    """The source for a bare tree (--host-root): every command is unavailable."""
+
+    def __init__(self, why: str = "commands are not run under --host-root") -> None:
+        self.why = why
+
+    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
+        return CommandResult(tuple(argv), -1, "", self.why, not_recorded=True)
+
+
+class GpuSource(Protocol):
+    def snapshot(self) -> Optional[Mapping[str, Any]]: ...
+
+
+class FactSource(Protocol):
+    def fact(self, name: str) -> Any: ...
+
+
+class StaticGpus:
+    def __init__(self, snapshot: Optional[Mapping[str, Any]]) -> None:
+        self._snapshot = snapshot
+
+    def snapshot(self) -> Optional[Mapping[str, Any]]:
+        return self._snapshot
+
+
+class StaticFacts:
+    """Facts from a bundle's host.json; a fact absent there is None (unknown)."""
+
+    def __init__(self, facts: Optional[Mapping[str, Any]] = None) -> None:
+        self._facts = dict(facts or {})
+
+    def fact(self, name: str) -> Any:
+        return self._facts.get(name)
+
+
+class HostPathError(OSError):
+    """A path that escapes the root or loops; reported like a missing file."""
+
+
+class Host:
+    def __init__(
+        self,
+        root: Union[str, "os.PathLike[str]"] = "/",
+        commands: Optional[CommandSource] = None,
+        gpus: Optional[GpuSource] = None,
+        facts: Optional[FactSource] = None,
+        kmsg: Optional[Sequence[str]] = None,
+        description: str = "",
+    ) -> None:
+        self.root = Path(root).resolve()
+        self.is_live = str(self.root) == "/"
+        if commands is None:
+            if not self.is_live:
+                commands = NoCommands()
+            else:
+                from agent.live import SubprocessCommands
+
+                commands = SubprocessCommands()
+        self._commands = commands
+        self._gpus = gpus or StaticGpus(None)
+        self._facts = facts or StaticFacts()
+        self._kmsg = list(kmsg) if kmsg is not None else None
+        self.description = description or str(self.root)
+        self._gpu_snapshot: Optional[Mapping[str, Any]] = None
+        self._gpu_taken = False
+
+    # -- files -------------------------------------------------------------------------
+    def real_path(self, path: str) -> Path:
+        """Map a host path to a path on this machine, resolving symlinks inside the root
+        (chroot semantics): an absolute link target is taken relative to the root, and `..`
+        never climbs above it."""
+        if not path.startswith("/"):
+            raise HostPathError(f"host paths are absolute: {path!r}")
+        if self.is_live:
+            return Path(path)
+        parts = [p for p in path.split("/") if p]
+        resolved: List[str] = []
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                if resolved:
+                    resolved.pop()
+                continue
+            candidate = self.root.joinpath(*resolved, part)
+            if candidate.is_symlink():
+                hops += 1
+                if hops > MAX_SYMLINK_HOPS:
+                    raise HostPathError(f"too many symlinks resolving {path}")
+                target = os.readlink(candidate)
+                if target.startswith("/"):
+                    resolved = []
+                parts = [p for p in target.split("/") if p] + parts
+                continue
+            resolved.append(part)
+        return self.root.joinpath(*resolved)
+
+    def read_bytes(self, path: str, limit: int = MAX_READ_BYTES) -> bytes:
+        with open(self.real_path(path), "rb") as fh:
+            return fh.read(limit)
+
+    def read_text(self, path: str) -> str:
+        """The file's text (UTF-8, undecodable bytes replaced). Raises OSError if absent."""
+        return self.read_bytes(path).decode("utf-8", errors="replace")
+
+    def read_text_or_none(self, path: str) -> Optional[str]:
+        try:
+            return self.read_text(path)
+        except (OSError, ValueError):
+            return None
+
+    def exists(self, path: str) -> bool:
+        try:
+            return self.real_path(path).exists()
+        except (OSError, ValueError):
+            return False
+
+    def is_file(self, path: str) -> bool:
+        try:
+            return self.real_path(path).is_file()
+        except (OSError, ValueError):
+            return False
+
+    def is_executable(self, path: str) -> bool:
+        try:
+            real = self.real_path(path)
+            return real.is_file() and os.access(real, os.X_OK)
+        except (OSError, ValueError):
+            return False
+
+    def is_socket(self, path: str) -> bool:
+        try:
+            mode = self.real_path(path).lstat().st_mode
+        except (OSError, ValueError):
+            return False
+        # A bundle cannot hold a socket; collect records it as an empty regular file.
+        return stat.S_ISSOCK(mode) or (not self.is_live and stat.S_ISREG(mode))
+
+    def readlink(self, path: str) -> Optional[str]:
+        """The target of a symlink (as written), or None when ``path`` is not a link."""
+        try:
+            parent = self.real_path(posixpath.dirname(path) or "/")
+            return os.readlink(parent / posixpath.basename(path))
+        except (OSError, ValueError):
+            return None
+
+    def listdir(self, path: str) -> List[str]:
+        try:
+            return sorted(os.listdir(self.real_path(path)))
+        except (OSError, ValueError):
+            return []
+
+    def glob(self, pattern: str) -> List[str]:
+        """Host paths matching a pattern whose wildcards are in the last component only
+        (all the checks need: /etc/cdi/*.yaml, /etc/containerd/conf.d/*.toml)."""
+        directory, name = posixpath.split(pattern)
+        if any(ch in directory for ch in "*?["):
+            raise ValueError(f"wildcards only in the last path component: {pattern}")
+        if not any(ch in name for ch in "*?["):
+            return [pattern] if self.exists(pattern) else []
+        return [
+            posixpath.join(directory, entry)
+            for entry in self.listdir(directory)
+            if fnmatch.fnmatchcase(entry, name)
+        ]
+
+    # -- commands, GPUs, facts, kernel log ------------------------------------------------
+    def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult:
+        return self._commands.run(list(argv), timeout)
+
+    def gpus(self) -> Optional[Mapping[str, Any]]:
+        """The GPU snapshot (docs/gpu-snapshot.md), taken once per Host; None = not captured."""
+        if not self._gpu_taken:
+            self._gpu_snapshot = self._gpus.snapshot()
+            self._gpu_taken = True
+        return self._gpu_snapshot
+
+    def fact(self, name: str) -> Any:
+        """A live fact (host.json key); None = unknown."""
+        return self._facts.fact(name)
+
+    def kmsg(self) -> Optional[List[str]]:
+        """Kernel log lines since boot; None = not available."""
+        return None if self._kmsg is None else list(self._kmsg)
+
+    def boot_id(self) -> Optional[str]:
+        text = self.read_text_or_none("/proc/sys/kernel/random/boot_id")
+        return text.strip() if text else None
+
+    def hostname(self) -> Optional[str]:
+        text = self.read_text_or_none("/proc/sys/kernel/hostname") or self.read_text_or_none(
+            "/etc/hostname"
+        )
+        return text.strip() if text else None
+
+
+def facts_dict(source: FactSource, names: Sequence[str]) -> Dict[str, Any]:
+    return {name: source.fact(name) for name in names}

@@ -1,0 +1,74 @@
+"""Outputs that consume a Report: text for people, JSON (schema 1, docs/json-schema.md)."""
+import json
+from typing import Any, Dict, List
+
+from agent.model import Status
+from agent.report import Report
+
+JSON_SCHEMA_VERSION = 1
+
+_COLOURS = {
+    Status.PASS: "\033[32m",
+    Status.WARN: "\033[33m",
+    Status.FAIL: "\033[31m",
+    Status.UNKNOWN: "\033[35m",
+    Status.SKIP: "\033[2m",
+}
+_RESET = "\033[0m"
+NEEDS_FIX = (Status.WARN, Status.FAIL, Status.UNKNOWN)
+
+
+def report_dict(report: Report) -> Dict[str, Any]:
+    """JSON schema 1. Fields may be added; none may be renamed or removed."""
+    return {
+        "schema": JSON_SCHEMA_VERSION,
+        "path": report.path,
+        "strict": report.strict,
+        "host": report.host,
+        "agent_version": report.agent_version,
+        "generated_at": report.generated_at,
+        "gate": {"open": report.gate.open, "blocking": list(report.gate.blocking)},
+        "gates": {
+            p: {"open": g.open, "blocking": list(g.blocking)} for p, g in report.gates.items()
+        },
+        "checks": [
+            {
+                "id": r.id,
+                "title": r.title,
+                "severity": str(r.severity),
+                "status": str(r.status),
+                "summary": r.summary,
+                "remediation": r.remediation,
+                "gates": list(r.gates),
+                "details": r.details,
+                "duration_s": r.duration_s,
+            }
+            for r in report.results
+        ],
+        **({"context": dict(report.context)} if report.context else {}),
+    }
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report_dict(report), indent=2, sort_keys=False, default=str) + "\n"
+
+
+def render_text(report: Report, colour: bool = False) -> str:
+    width = max((len(r.id) for r in report.results), default=10)
+    lines: List[str] = [f"gpu-node-agent check: {report.host}, allocation path {report.path}"]
+    for r in report.results:
+        label = str(r.status).upper() if r.status in (Status.FAIL, Status.UNKNOWN) else str(r.status)
+        label = f"{label:<7}"
+        if colour:
+            label = f"{_COLOURS[r.status]}{label}{_RESET}"
+        lines.append(f"  {label} {r.id:<{width}}  {r.summary}")
+        if r.status in NEEDS_FIX and r.remediation:
+            lines.append(f"  {'':<7} {'':<{width}}  fix: {r.remediation}")
+    gate = report.gate
+    verdict = "OPEN" if gate.open else "CLOSED"
+    if colour:
+        verdict = f"{_COLOURS[Status.PASS if gate.open else Status.FAIL]}{verdict}{_RESET}"
+    tail = "" if gate.open else " (blocking: " + ", ".join(gate.blocking) + ")"
+    strict = " [strict]" if report.strict else ""
+    lines.append(f"gate {report.path}: {verdict}{tail}{strict}")
+    return "\n".join(lines) + "\n"

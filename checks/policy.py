@@ -1,0 +1,106 @@
+"""Policy as data: the defaults in policy_v1.yaml, overridable from the config.
+
+Only the composition root loads a Policy; checks receive it resolved for one allocation
+path (``ResolvedPolicy``) so they never look the path up themselves.
+"""
+import datetime
+import importlib.resources
+from typing import Any, Dict, List, Mapping, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+KNOWN_POLICY_VERSIONS = (1,)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BranchInfo(_Strict):
+    kind: str = Field(pattern="^(ltsb|production|feature)$")
+    end_of_life: Optional[datetime.date] = None
+    ended: bool = False  # listed as end of life without a date
+
+    def is_past_end_of_life(self, today: datetime.date) -> bool:
+        return self.ended or (self.end_of_life is not None and today > self.end_of_life)
+
+
+class DriverPolicy(_Strict):
+    minimum_branch: Dict[str, int]
+    allowed_branches: List[int] = []
+    branches: Dict[int, BranchInfo] = {}
+    warn_past_end_of_life_paths: List[str] = []
+    managed_by_operator: bool = False
+
+
+class ToolkitPolicy(_Strict):
+    minimum_version: Dict[str, Optional[str]]
+    managed_by_operator: bool = False
+
+
+class KubeletPolicy(_Strict):
+    minimum_version: Dict[str, Optional[str]]
+
+
+class OsEntry(_Strict):
+    id: str
+    versions: List[str]
+
+
+class OsPolicy(_Strict):
+    supported: List[OsEntry]
+    deprecated: List[OsEntry] = []
+
+
+class Policy(_Strict):
+    policy_version: int
+    driver: DriverPolicy
+    toolkit: ToolkitPolicy
+    kubelet: KubeletPolicy
+    os: OsPolicy
+
+
+class ResolvedPolicy:
+    """The policy for one path plus the host-specific settings from the config."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        path: str,
+        today: Optional[datetime.date] = None,
+        settings: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        self.policy = policy
+        self.path = path
+        self.today = today or datetime.date.today()
+        self.settings = dict(settings or {})
+
+    def setting(self, name: str, default: Any = None) -> Any:
+        return self.settings.get(name, default)
+
+
+def default_policy_data(version: int = 1) -> Dict[str, Any]:
+    text = importlib.resources.files("checks").joinpath(f"policy_v{version}.yaml").read_text()
+    data = yaml.safe_load(text)
+    assert isinstance(data, dict)
+    return data
+
+
+def _deep_merge(base: Dict[str, Any], override: Mapping[str, Any]) -> Dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_policy(version: int = 1, overrides: Optional[Mapping[str, Any]] = None) -> Policy:
+    """Raises pydantic.ValidationError (the caller names the file) or ValueError."""
+    if version not in KNOWN_POLICY_VERSIONS:
+        known = ", ".join(str(v) for v in KNOWN_POLICY_VERSIONS)
+        raise ValueError(f"policy_version {version} is not known to this agent (knows: {known})")
+    data = _deep_merge(default_policy_data(version), overrides or {})
+    return Policy.model_validate(data)
