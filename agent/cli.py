@@ -64,7 +64,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     from agent.report import build_report
     from agent.version import version
 
-    config, origin = _load_config(args.config)
+    if args.config is None and (args.bundle or args.host_root):
+        # A bundle or tree is evaluated on its own terms: this machine's default config is
+        # not mixed in (pass --config to apply one). See docs/config.md.
+        from agent.config import Config
+
+        config, origin = Config(), None
+    else:
+        config, origin = _load_config(args.config)
     path = args.path or config.allocation_path
     checks = _registry()
     known = [c.id for c in checks]
@@ -136,6 +143,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.action == "validate":
         config, origin = load_config(args.file)
         resolve_policy(config, origin, config.allocation_path)
+        _validate_ids(config.skip, [c.id for c in _registry()], f"{origin}: skip")
         print(f"{origin}: valid")
         return 0
     config, origin = load_config(args.config)

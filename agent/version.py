@@ -1,9 +1,11 @@
 """The version has one source of truth: the installed distribution's metadata."""
+import functools
 from importlib import metadata
 
 DIST_NAME = "gpu-node-agent"
 
 
+@functools.lru_cache(maxsize=1)
 def version() -> str:
     try:
         return metadata.version(DIST_NAME)
