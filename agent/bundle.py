@@ -14,15 +14,15 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 
+from agent.errors import BundleError
 from agent.host import CommandResult, Host, StaticFacts, StaticGpus
+from agent.yamlio import safe_load
+
+__all__ = ["BundleError", "load_bundle"]
 
 FORMAT_VERSION = 1
 MAX_MEMBERS = 20000
 MAX_UNPACKED_BYTES = 512 * 1024 * 1024
-
-
-class BundleError(Exception):
-    """A bundle that cannot be read: one line naming the file and the problem."""
 
 
 class RecordedCommands:
@@ -59,7 +59,7 @@ class RecordedCommands:
 
 def _safe_extract(archive: Path, dest: Path) -> None:
     try:
-        tar = tarfile.open(archive, "r:gz")
+        tar = tarfile.open(archive, "r:gz")  # noqa: SIM115 (closed by the with below)
     except (OSError, tarfile.TarError) as exc:
         raise BundleError(f"{archive}: not a readable .tar.gz ({exc})") from None
     total = 0
@@ -124,7 +124,7 @@ def _load_yaml(path: Path, default: Any) -> Any:
     if not path.exists():
         return default
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""

@@ -54,7 +54,9 @@ def resolve_policy(config: Any, origin: Optional[str], path: str) -> Any:
 def _validate_ids(ids: Sequence[str], known: Sequence[str], flag: str) -> None:
     unknown = [i for i in ids if i not in known]
     if unknown:
-        raise UsageError(f"{flag}: unknown check id {', '.join(unknown)} (see `gpu-node-agent explain`)")
+        raise UsageError(
+            f"{flag}: unknown check id {', '.join(unknown)} (see `gpu-node-agent explain`)"
+        )
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -194,8 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from agent.bundle import BundleError
-    from agent.config import ConfigError
+    from agent.errors import BundleError, ConfigError
 
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:

@@ -28,7 +28,10 @@ ALWAYS_READ = ("/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname")
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
 
-def _targets(host: Host, checks: Sequence[Check]) -> Tuple[List[str], List[str], List[Tuple[str, ...]]]:
+Targets = Tuple[List[str], List[str], List[Tuple[str, ...]]]
+
+
+def _targets(host: Host, checks: Sequence[Check]) -> Targets:
     reads: List[str] = list(ALWAYS_READ)
     presence: List[str] = []
     runs: List[Tuple[str, ...]] = []
@@ -73,7 +76,9 @@ def _copy_file(host: Host, host_path: str, root: Path) -> None:
         target = os.readlink(real)
         if not dest.exists() and not dest.is_symlink():
             os.symlink(target, dest)
-        resolved = target if target.startswith("/") else os.path.join(os.path.dirname(host_path), target)
+        resolved = (
+            target if target.startswith("/") else os.path.join(os.path.dirname(host_path), target)
+        )
         _copy_file(host, os.path.normpath(resolved), root)
         return
     if stat.S_ISDIR(st.st_mode):
@@ -121,7 +126,9 @@ def collect(host: Host, checks: Sequence[Check], out: str, timeout_scale: float 
         for pattern in presence:
             for path in host.glob(pattern):
                 _placeholder(host, path, root)
-        results: List[CommandResult] = [host.run(list(argv), timeout=10 * timeout_scale) for argv in runs]
+        results: List[CommandResult] = [
+            host.run(list(argv), timeout=10 * timeout_scale) for argv in runs
+        ]
         records = command_records(results)
         for rec in records:
             rec["stdout"] = redact(rec["stdout"])

@@ -10,16 +10,16 @@ from typing import Any, Dict, List, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent.errors import ConfigError
 from agent.model import PATHS
+from agent.yamlio import safe_load
+
+__all__ = ["Config", "ConfigError", "load_config", "parse_config"]
 
 DEFAULT_CONFIG_PATH = "/etc/gpu-node-agent/config.yaml"
 
 AllocationPath = Literal["device-plugin", "dra", "operator-clusterpolicy", "operator-gpucluster"]
 assert set(AllocationPath.__args__) == set(PATHS)  # type: ignore[attr-defined]
-
-
-class ConfigError(Exception):
-    """One line: file, field, problem."""
 
 
 class _Section(BaseModel):
@@ -37,6 +37,88 @@ class CdiConfig(_Section):
     require_spec: bool = False
 
 
+class KubeConfig(_Section):
+    """The verdict on the Node (docs/kubernetes.md). Defaults: the kubelet's own credentials."""
+
+    enabled: bool = True
+    kubeconfig: str = "/var/lib/kubelet/kubeconfig"
+    context: Optional[str] = None
+    # Empty = the name the kubelet registered (nodeadm NodeConfig, --hostname-override,
+    # kubelet client certificate CN, hostname: agent/kube/nodename.py).
+    node_name: Optional[str] = None
+    allocation_label: str = "workload.example.com/gpu-allocation"
+    # Empty = the allocation path's name (dra, device-plugin, ...).
+    allocation_value: Optional[str] = None
+    health_label: str = "workload.example.com/gpu-healthy"
+    condition_type: str = Field(default="GPUReady", min_length=1)
+    # The RuntimeClass runtimeclass-handler looks for (its handler must be containerd.handler).
+    runtimeclass: str = Field(default="nvidia", min_length=1)
+    consecutive_opens: int = Field(default=3, ge=1, le=100)
+    remove_allocation_label_on_failure: bool = False
+    cordon_on_fatal: bool = False
+    fatal_checks: List[str] = ["gpu-xid", "gpu-ecc", "gpu-row-remap"]
+    heartbeat_interval: float = Field(default=300.0, ge=10.0, le=3600.0)
+    resync_interval: float = Field(default=600.0, ge=10.0, le=86400.0)
+    request_timeout: float = Field(default=10.0, gt=0.0, le=120.0)
+    exec_timeout: float = Field(default=20.0, gt=0.0, le=300.0)
+    # Annotations under this prefix record what the agent owns (managed keys, its cordon).
+    annotation_prefix: str = "gpu-node-agent.workload.example.com"
+    # Empty = the built-in candidates (agent/kube/nodename.py).
+    nodeadm_config_paths: List[str] = []
+
+
+class GpuConfig(_Section):
+    """NVML worker deadlines and GPU expectations (docs/gpu-snapshot.md, docs/runbook-nvml.md)."""
+
+    # MIG strategy, as the GPU Operator / device plugin name it (none | single | mixed);
+    # none = MIG must be disabled on every GPU.
+    mig_strategy: Literal["none", "single", "mixed"] = "none"
+    # Every NVML request after the first; the first includes nvmlInit, which without
+    # persistence mode can take seconds per GPU. The nvml-responsive check itself has a
+    # 90 s engine timeout, so the first deadline stays below it.
+    nvml_deadline_s: float = Field(default=10.0, gt=0.0, le=60.0)
+    nvml_first_deadline_s: float = Field(default=45.0, gt=0.0, le=80.0)
+    # While this file exists the agent holds no NVML handle (maintenance mode).
+    maintenance_flag: str = "/run/gpu-node-agent/nvml-maintenance"
+    # Fabric manager service probed on NVSwitch systems.
+    fabric_manager_unit: str = Field(default="nvidia-fabricmanager", min_length=1)
+
+
+class NfdConfig(_Section):
+    enabled: bool = False
+    path: str = "/etc/kubernetes/node-feature-discovery/features.d/gpu-node-agent"
+    # Labels expire this long after the last write, so a dead agent's labels go away.
+    expiry: float = Field(default=3600.0, ge=60.0)
+
+
+class RunConfig(_Section):
+    """`gpu-node-agent run` (docs/metrics.md, docs/systemd.md)."""
+
+    # How often `fast` and `slow` checks re-run; bootstrap-only checks run at start and after
+    # a reload. 60 s matches a typical Prometheus scrape interval; slow checks read configs.
+    fast_interval: float = Field(default=60.0, gt=0.0, le=86400.0)
+    slow_interval: float = Field(default=900.0, gt=0.0, le=86400.0)
+    # host:port; "[::]:9845" for IPv6. Plain HTTP unless web_config_file sets TLS.
+    listen_address: str = Field(default="0.0.0.0:9845", min_length=3)
+    # exporter-toolkit web-config (tls_server_config, basic_auth_users with bcrypt hashes).
+    web_config_file: Optional[str] = None
+    # node_exporter textfile collector directory: writes gpu_node_agent.prom there.
+    textfile_dir: Optional[str] = None
+    # Exit (for systemd to restart the unit) when NVIDIA char devices appear after start:
+    # DeviceAllow=char-nvidia* is resolved when the unit starts (docs/systemd.md).
+    exit_on_new_driver: bool = True
+
+
+class TimeSyncConfig(_Section):
+    # |offset| limits for time-sync (docs/time-sync.md): 100 ms warns, 1 s fails (issue 6).
+    offset_warn_s: float = Field(default=0.1, gt=0)
+    offset_fail_s: float = Field(default=1.0, gt=0)
+    # chronyd's command socket when not the default /run/chrony/chronyd.sock (chronyc -h).
+    chrony_socket: Optional[str] = None
+    # The selected source must have answered within its last N polls (its reach register).
+    reach_polls: int = Field(default=4, ge=1, le=8)
+
+
 class Config(_Section):
     # DRA is what AWS recommends for new EKS 1.34+ GPU deployments (EKS user guide,
     # "Manage NVIDIA GPU devices with DRA"), so it is the default path.
@@ -48,6 +130,11 @@ class Config(_Section):
     state_dir: str = "/var/lib/gpu-node-agent"
     containerd: ContainerdConfig = ContainerdConfig()
     cdi: CdiConfig = CdiConfig()
+    time_sync: TimeSyncConfig = TimeSyncConfig()
+    run: RunConfig = RunConfig()
+    gpu: GpuConfig = GpuConfig()
+    kube: KubeConfig = KubeConfig()
+    nfd: NfdConfig = NfdConfig()
 
 
 def _describe(exc: ValidationError) -> str:
@@ -59,7 +146,7 @@ def _describe(exc: ValidationError) -> str:
 
 def parse_config(text: str, origin: str) -> Config:
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -35,7 +35,8 @@ def order_checks(checks: Sequence[Check]) -> List[List[Check]]:
     while remaining:
         wave = [c for c in remaining if all(r in placed for r in c.requires)]
         if not wave:
-            raise RegistryError("cycle in check requirements: " + ", ".join(c.id for c in remaining))
+            cycle = ", ".join(c.id for c in remaining)
+            raise RegistryError(f"cycle in check requirements: {cycle}")
         waves.append(wave)
         placed.update(c.id for c in wave)
         remaining = [c for c in remaining if c.id not in placed]
@@ -155,7 +156,8 @@ class Engine:
             if req in results and results[req].status not in OK_FOR_DEPENDENTS
         ]
         if missing:
-            return Outcome(Status.SKIP, "needs " + ", ".join(missing), {"needs": list(check.requires)})
+            needs = {"needs": list(check.requires)}
+            return Outcome(Status.SKIP, "needs " + ", ".join(missing), needs)
         return None
 
 

@@ -56,7 +56,11 @@ def dev_nodes(root: str = "/") -> List[Dict[str, Any]]:
             continue
         if stat.S_ISCHR(st.st_mode):
             nodes.append(
-                {"path": f"/dev/{name}", "major": os.major(st.st_rdev), "minor": os.minor(st.st_rdev)}
+                {
+                    "path": f"/dev/{name}",
+                    "major": os.major(st.st_rdev),
+                    "minor": os.minor(st.st_rdev),
+                }
             )
     return nodes
 

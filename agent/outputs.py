@@ -57,7 +57,8 @@ def render_text(report: Report, colour: bool = False) -> str:
     width = max((len(r.id) for r in report.results), default=10)
     lines: List[str] = [f"gpu-node-agent check: {report.host}, allocation path {report.path}"]
     for r in report.results:
-        label = str(r.status).upper() if r.status in (Status.FAIL, Status.UNKNOWN) else str(r.status)
+        loud = r.status in (Status.FAIL, Status.UNKNOWN)
+        label = str(r.status).upper() if loud else str(r.status)
         label = f"{label:<7}"
         if colour:
             label = f"{_COLOURS[r.status]}{label}{_RESET}"

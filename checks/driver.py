@@ -45,9 +45,13 @@ def read_driver_version(host: Any) -> Tuple[Optional[DriverVersion], str]:
 
 
 def nvidia_gpus_on_pci(pci: Optional[List[Dict[str, Any]]]) -> Optional[List[Dict[str, Any]]]:
-    if pci is None:
-        return None
-    return [d for d in pci if str(d.get("class", "")).rjust(6, "0")[:4] in GPU_PCI_CLASSES]
+    if not isinstance(pci, list):
+        return None  # absent or malformed: unknown, never guessed
+    return [
+        d
+        for d in pci
+        if isinstance(d, dict) and str(d.get("class", "")).rjust(6, "0")[:4] in GPU_PCI_CLASSES
+    ]
 
 
 # -- driver-loaded ---------------------------------------------------------------------
@@ -63,9 +67,13 @@ def _driver_loaded(host: Any, policy: Any) -> Outcome:
             "kernel module loaded; /dev/nvidia* device nodes not captured for this host",
             **details,
         )
-    names = {n.get("path"): n for n in nodes if isinstance(n, dict)}
-    numbered = sorted(p for p in names if p and re.fullmatch(r"/dev/nvidia\d+", p))
-    details.update(device_nodes=sorted(p for p in names if p))
+    if not isinstance(nodes, list):
+        return unknown("device node facts are malformed (expected a list)", **details)
+    names: Dict[str, Dict[str, Any]] = {
+        n["path"]: n for n in nodes if isinstance(n, dict) and isinstance(n.get("path"), str)
+    }
+    numbered = sorted(p for p in names if re.fullmatch(r"/dev/nvidia\d+", p))
+    details.update(device_nodes=sorted(names))
     problems = []
     if "/dev/nvidiactl" not in names:
         problems.append("/dev/nvidiactl missing")
@@ -115,7 +123,9 @@ def _driver_branch(host: Any, policy: Any) -> Outcome:
         return unknown(f"cannot read the driver version: {why}")
     info = dp.branches.get(version.branch)
     kind = {"ltsb": "long-term support", "production": "production", "feature": "new feature"}
-    kind_text = f"{kind[info.kind]} branch" if info else "branch not in the policy's lifecycle table"
+    kind_text = (
+        f"{kind[info.kind]} branch" if info else "branch not in the policy's lifecycle table"
+    )
     eol = info is not None and info.is_past_end_of_life(policy.today)
     details = {
         "version": version.version,

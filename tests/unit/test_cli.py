@@ -61,7 +61,7 @@ def test_usage_errors_exit_2_with_one_line(args, needle):
         ("alocation_path: dra\n", "field 'alocation_path': Extra inputs are not permitted"),
         ("policy:\n  driver:\n    minimum_branch: {dra: lots}\n", "policy field 'driver.minimum_branch.dra'"),
         ("policy_version: 7\n", "policy_version 7 is not known"),
-        ("allocation_path: [dra\n", "line 2: expected ',' or ']'"),
+        ("allocation_path: [dra\n", "line 2:"),  # the parser's words differ (libyaml vs Python)
         ("- just a list\n", "expected a mapping"),
         ("skip: [no-such-check]\n", "skip: unknown check id no-such-check"),
     ],
