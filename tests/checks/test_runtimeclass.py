@@ -1,0 +1,83 @@
+"""runtimeclass-handler and the cluster part of allocation-owner on fixture bundles whose
+host.json carries the API facts (`runtimeclasses`, `node`) as agent/kube/facts.py records them."""
+import json
+
+import pytest
+
+from checks.allocation_owner_cluster import mps_conflict, node_unavailable_reason
+from tests.conftest import bundle, run_cli
+
+
+def result(name, path="device-plugin", extra=()):
+    res = run_cli(["check", "--bundle", bundle(name), "--path", path, "--only",
+                   "runtimeclass-handler", "--format", "json", *extra])
+    assert res.rc in (0, 1), res.err
+    doc = res.json()
+    (check,) = doc["checks"]
+    return res.rc, check, doc
+
+
+@pytest.mark.parametrize("name, status, needle, rc", [
+    ("kube-runtimeclass-ok", "pass", "RuntimeClass 'nvidia' handler 'nvidia'", 0),
+    ("kube-runtimeclass-missing", "fail", "RuntimeClass 'nvidia' not found (cluster has: kata-qemu)", 1),
+    ("kube-runtimeclass-handler-mismatch", "fail", "handler 'nvidia-cdi', containerd's runtime is 'nvidia'", 1),
+    ("kube-api-unreachable", "skip", "Kubernetes API not reachable: /var/lib/kubelet/kubeconfig", 0),
+    ("time-chrony-synced", "skip", "not captured", 0),
+])
+def test_runtimeclass_handler(name, status, needle, rc):
+    got_rc, check, doc = result(name)
+    assert check["status"] == status and needle in check["summary"]
+    assert got_rc == rc
+
+
+def test_runtimeclass_does_not_gate_dra():
+    rc, check, doc = result("kube-runtimeclass-missing", path="dra")
+    assert check["status"] == "fail" and rc == 0 and doc["gate"]["open"] is True
+
+
+def test_handler_follows_the_containerd_config(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("containerd:\n  handler: nvidia-cdi\n")
+    _, check, _ = result("kube-runtimeclass-handler-mismatch", extra=("--config", str(cfg)))
+    assert check["status"] == "pass"
+
+
+def facts(name):
+    with open(bundle(name) + "/host.json") as fh:
+        return json.load(fh)
+
+
+def test_mps_capable_blocks_only_the_device_plugin_path():
+    node = facts("kube-mps-capable")["node"]
+    assert "nvidia.com/mps.capable=true" in mps_conflict(node, "device-plugin")
+    for path in ("dra", "operator-clusterpolicy", "operator-gpucluster"):
+        assert mps_conflict(node, path) is None
+    assert mps_conflict(facts("kube-runtimeclass-ok")["node"], "device-plugin") is None
+
+
+def test_mps_unknown_when_the_node_is_unavailable():
+    node = facts("kube-api-unreachable")["node"]
+    assert mps_conflict(node, "device-plugin") is None
+    assert "not reachable" in node_unavailable_reason(node)
+    assert "not captured" in node_unavailable_reason(None)
+    assert node_unavailable_reason(facts("kube-mps-capable")["node"]) is None
+
+
+def test_check_shows_what_it_would_write_against_the_captured_node():
+    from checks.registry import ALL_CHECKS
+
+    others = ",".join(c.id for c in ALL_CHECKS if c.id != "runtimeclass-handler")
+    res = run_cli(["check", "--bundle", bundle("kube-runtimeclass-missing"), "--path", "device-plugin",
+                   "--skip", others])
+    assert res.rc == 1
+    assert "node: mi-0123456789abcdef0 (from the Node captured in the bundle)" in res.out
+    assert "workload.example.com/gpu-healthy=false" in res.out
+    assert "condition: GPUReady=False reason=runtimeclass-handler" in res.out
+    assert "not applied: use --apply" in res.out
+
+
+def test_apply_is_refused_for_a_bundle_and_with_only():
+    res = run_cli(["check", "--bundle", bundle("kube-runtimeclass-ok"), "--apply"])
+    assert res.rc == 2 and "not with --bundle" in res.err
+    res = run_cli(["check", "--only", "os-supported", "--apply"])
+    assert res.rc == 2 and "not with --only" in res.err

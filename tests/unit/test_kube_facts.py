@@ -1,0 +1,79 @@
+"""KubeFacts: the `node` and `runtimeclasses` host facts read through the API double, cached,
+and an error value (never an exception) when the API cannot be read."""
+import pytest
+
+from agent.host import Host
+from agent.kube.facts import KubeFacts
+from tests.kube_double import KubeDouble, kubeconfig_yaml
+from tests.kube_reports import config
+
+NODE = "gpu-host-1"
+
+
+class Base:
+    def fact(self, name):
+        return {"pci_devices": ["from base"]}.get(name)
+
+
+@pytest.fixture
+def api(tmp_path):
+    double = KubeDouble(str(tmp_path)).start()
+    double.add_node(NODE, labels={"nvidia.com/mps.capable": "true"})
+    double.add_runtimeclass("nvidia", "nvidia")
+    double.add_token("t", f"system:node:{NODE}")
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(kubeconfig_yaml(double.url, double.ca.path, {"token": "t"}))
+    yield double, str(kc)
+    double.stop()
+
+
+def test_reads_node_and_runtimeclasses_once_per_ttl(api):
+    double, kc = api
+    now = [0.0]
+    facts = KubeFacts(config(kubeconfig=kc, node_name=NODE), Base(), clock=lambda: now[0], ttl=600)
+    assert facts.fact("pci_devices") == ["from base"]
+    node = facts.fact("node")
+    assert node["metadata"]["labels"]["nvidia.com/mps.capable"] == "true"
+    assert [i["handler"] for i in facts.fact("runtimeclasses")["items"]] == ["nvidia"]
+    for _ in range(5):
+        facts.fact("node"), facts.fact("runtimeclasses")
+    assert double.counts() == {"GET": 2}
+    now[0] = 601
+    facts.fact("runtimeclasses")
+    assert double.counts() == {"GET": 3}
+    facts.close()
+
+
+def test_node_name_from_the_host_when_not_configured(api, tmp_path):
+    double, kc = api
+    root = tmp_path / "root" / "etc"
+    root.mkdir(parents=True)
+    (root / "hostname").write_text("GPU-HOST-1\n")
+    facts = KubeFacts(config(kubeconfig=kc), host=Host(str(tmp_path / "root")))
+    assert facts.fact("node")["metadata"]["name"] == NODE
+
+
+def test_errors_are_values(api, tmp_path):
+    double, kc = api
+    missing = KubeFacts(config(kubeconfig=str(tmp_path / "nope"), node_name=NODE))
+    assert "no such file" in missing.fact("runtimeclasses")["error"]
+    wrong = KubeFacts(config(kubeconfig=kc, node_name="gpu-host-2"))
+    assert "HTTP 403" in wrong.fact("node")["error"]
+    off = KubeFacts(config(kubeconfig=kc, enabled=False))
+    assert "kube.enabled is false" in off.fact("node")["error"]
+    double.inject(503, count=2)
+    assert "HTTP 503" in KubeFacts(config(kubeconfig=kc, node_name=NODE)).fact("runtimeclasses")["error"]
+
+
+def test_hosts_built_per_cycle_share_one_cache(api):
+    from agent.kube.facts import with_kube_facts
+
+    double, kc = api
+    cfg = config(kubeconfig=kc, node_name=NODE)
+    for _ in range(5):  # `run` builds a Host (and its fact source) every cycle
+        source = with_kube_facts(Base(), cfg)
+        assert source.fact("node")["metadata"]["name"] == NODE
+        assert source.fact("pci_devices") == ["from base"]
+    assert double.counts() == {"GET": 1}
+    other = with_kube_facts(Base(), config(kubeconfig=kc, node_name="gpu-host-2"))
+    assert "HTTP 403" in other.fact("node")["error"]
