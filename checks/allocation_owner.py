@@ -1,0 +1,197 @@
+"""allocation-owner (host evidence): exactly one owner publishes the GPUs to the kubelet, and
+it is the one the configured allocation path expects. Its details also say whether GPUs are
+in use through that owner, for the label guard (DESIGN.md "Verdict to the cluster").
+
+Host layout (DESIGN.md): device plugins serve /var/lib/kubelet/device-plugins/nvidia-*.sock;
+the DRA plugin registers plugins_registry/gpu.nvidia.com-reg.sock and serves
+plugins/gpu.nvidia.com/dra.sock.
+"""
+
+import json
+from typing import Any, Dict, List, Optional, Tuple
+
+from checks.allocation_owner_cluster import mps_conflict
+from checks.base import (
+    ALL_PATHS,
+    DRA_PATHS,
+    Check,
+    Interval,
+    Outcome,
+    Severity,
+    failed,
+    passed,
+    skipped,
+    unknown,
+)
+
+DP_GLOB = "/var/lib/kubelet/device-plugins/nvidia-*.sock"
+# kubelet serves its device-plugin Registration service here while it runs (device plugin
+# API, k8s.io/kubelet/pkg/apis/deviceplugin: KubeletSocket); without it no owner can register.
+KUBELET_SOCKET = "/var/lib/kubelet/device-plugins/kubelet.sock"
+DRA_SOCKETS = (
+    "/var/lib/kubelet/plugins_registry/gpu.nvidia.com-reg.sock",
+    "/var/lib/kubelet/plugins/gpu.nvidia.com/dra.sock",
+)
+DRA_CHECKPOINT = "/var/lib/kubelet/plugins/gpu.nvidia.com/checkpoint.json"
+DP_CHECKPOINT = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+PREPARE_COMPLETED = "PrepareCompleted"  # k8s-dra-driver-gpu ClaimCheckpointStatePrepareCompleted
+
+
+def _load_json(host: Any, path: str) -> Tuple[Optional[Any], Optional[str]]:
+    text = host.read_text_or_none(path)
+    if text is None:
+        return None, None
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"{path}: line {exc.lineno}: invalid JSON ({exc.msg})"
+    except (RecursionError, ValueError) as exc:
+        return None, f"{path}: unreadable ({type(exc).__name__})"
+
+
+def _d(value: Any) -> Dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def dra_claims(data: Any, boot_id: Optional[str]) -> Dict[str, Any]:
+    """Prepared claims in the DRA plugin's checkpoint. The plugin's checkpoint has a v1
+    layout (claims without a state count as completed, per its ToV2 conversion) and a v2
+    layout with a checkpointState per claim; claims count only under the current boot."""
+    root = _d(data)
+    cp_boot = root.get("nodeBootID")
+    claims: Dict[str, Any] = {}
+    for section in (root, _d(root.get("v1")), _d(root.get("v2"))):
+        cp_boot = cp_boot or section.get("nodeBootID")
+        for uid, claim in _d(section.get("preparedClaims")).items():
+            state = _d(claim).get("checkpointState") or PREPARE_COMPLETED
+            claims[str(uid)] = state
+    completed = sorted(uid for uid, state in claims.items() if state == PREPARE_COMPLETED)
+    matches = None if not (cp_boot and boot_id) else cp_boot == boot_id
+    return {
+        "checkpoint_boot_id": cp_boot,
+        "boot_id_matches": matches,
+        "claims_prepared": completed if matches else [],
+        "claims_unverified": completed if matches is None else [],
+        "claims_other_state": sorted(uid for uid, s in claims.items() if s != PREPARE_COMPLETED),
+    }
+
+
+def dp_pods(data: Any) -> Dict[str, Any]:
+    """Pods holding nvidia.com/* devices in kubelet's device-manager checkpoint
+    (pkg/kubelet/cm/devicemanager/checkpoint: Data.PodDeviceEntries)."""
+    entries = _d(_d(data).get("Data")).get("PodDeviceEntries")
+    pods, resources = set(), set()
+    for entry in entries if isinstance(entries, list) else []:
+        name = _d(entry).get("ResourceName")
+        if isinstance(name, str) and name.startswith("nvidia.com/") and entry.get("PodUID"):
+            pods.add(str(entry["PodUID"]))
+            resources.add(name)
+    return {"pods": sorted(pods), "resources": sorted(resources)}
+
+
+def in_use(host: Any) -> Tuple[Dict[str, Any], List[str]]:
+    boot_id = host.boot_id()
+    errors: List[str] = []
+    facts: Dict[str, Any] = {"current_boot_id": boot_id}
+    dra, err = _load_json(host, DRA_CHECKPOINT)
+    facts["dra"] = dra_claims(dra, boot_id) if dra is not None else None
+    dp, err2 = _load_json(host, DP_CHECKPOINT)
+    facts["device_plugin"] = dp_pods(dp) if dp is not None else None
+    errors += [e for e in (err, err2) if e]
+    used = bool(facts["dra"] and facts["dra"]["claims_prepared"]) or bool(
+        facts["device_plugin"] and facts["device_plugin"]["pods"]
+    )
+    unsure = bool(errors) or bool(facts["dra"] and facts["dra"]["claims_unverified"])
+    # The label guard must treat None as "in use": it cannot prove the GPUs are idle.
+    facts["gpus_in_use"] = True if used else (None if unsure else False)
+    return facts, errors
+
+
+def _run(host: Any, policy: Any) -> Outcome:
+    want = "dra" if policy.path in DRA_PATHS else "device-plugin"
+    dp = [p for p in sorted(host.glob(DP_GLOB)) if host.is_socket(p)]
+    dra = [p for p in DRA_SOCKETS if host.is_socket(p)]
+    usage, errors = in_use(host)
+    details: Dict[str, Any] = {
+        "path": policy.path,
+        "expected_owner": want,
+        "device_plugin_sockets": dp,
+        "dra_sockets": dra,
+        "in_use": usage,
+    }
+    remove_dp = (
+        "Remove the NVIDIA device plugin from this node (its DaemonSet's nodeSelector/affinity, "
+        "or devicePlugin.enabled=false in the GPU Operator's ClusterPolicy)"
+    )
+    remove_dra = (
+        "Remove the NVIDIA DRA driver's kubelet plugin from this node (its Helm release's "
+        "nodeSelector, or the GPU Operator's DRA setting)"
+    )
+    if dp and dra:
+        fix = remove_dra if want == "device-plugin" else remove_dp
+        return failed(
+            f"both the device plugin ({', '.join(dp)}) and the DRA plugin ({', '.join(dra)}) "
+            "publish GPUs on this node",
+            f"{fix}: two owners hand out the same GPUs twice. Drain GPU pods first.",
+            **details,
+        )
+    if want == "dra" and dp:
+        return failed(
+            f"the {policy.path} path expects the DRA plugin, but the device plugin publishes "
+            f"GPUs ({', '.join(dp)})",
+            f"{remove_dp}, or configure allocation_path for the device-plugin path.",
+            **details,
+        )
+    if want == "device-plugin" and dra:
+        return failed(
+            f"the {policy.path} path expects the device plugin, but the DRA plugin is "
+            f"registered ({', '.join(dra)})",
+            f"{remove_dra}, or configure allocation_path for a DRA path.",
+            **details,
+        )
+    # The cluster part (checks/allocation_owner_cluster.py): MPS sharing blocks the exclusive
+    # device-plugin path; a Node that cannot be read leaves this to the host evidence.
+    mps = mps_conflict(host.fact("node"), policy.path)
+    if mps:
+        return failed(
+            mps,
+            "Remove the MPS sharing config from the device plugin for this node, or use a DRA "
+            "path with MPS claims.",
+            **details,
+        )
+    if errors:
+        return unknown(
+            f"cannot tell whether GPUs are in use: {errors[0]}",
+            "Inspect or remove the corrupt checkpoint (kubelet rewrites it).",
+            checkpoint_errors=errors,
+            **details,
+        )
+    if not (dp or dra) and not host.is_socket(KUBELET_SOCKET):
+        return skipped(
+            f"kubelet is not running ({KUBELET_SOCKET} absent): no GPU owner can register yet",
+            **details,
+        )
+    owner = ", ".join(dp or dra) or "none registered yet"
+    used = {True: "yes", False: "no", None: "unknown"}[usage["gpus_in_use"]]
+    return passed(
+        f"one owner as the {policy.path} path expects ({owner}); GPUs in use: {used}",
+        **details,
+    )
+
+
+ALLOCATION_OWNER = Check(
+    id="allocation-owner",
+    title="Exactly one GPU allocation owner, the one the path expects",
+    severity=Severity.CRITICAL,
+    gates=ALL_PATHS,
+    interval=Interval.FAST,
+    remediation=(
+        "Run exactly one of the NVIDIA device plugin and the NVIDIA DRA driver on a node, the "
+        "one that matches allocation_path."
+    ),
+    run=_run,
+    reads=(DRA_CHECKPOINT, DP_CHECKPOINT),
+    presence=(DP_GLOB, KUBELET_SOCKET) + DRA_SOCKETS,
+    facts=("node",),
+    timeout_s=10.0,
+)

@@ -1,0 +1,248 @@
+"""containerd-nvidia-runtime and containerd-cdi on fixture hosts and small trees.
+
+Expectations are facts of the fixtures (which file defines the handler, which glob the root
+imports, the version containerd reports) and of containerd's documented merge rules.
+"""
+from pathlib import Path
+from typing import Dict, Optional
+
+import pytest
+
+from agent.bundle import RecordedCommands, load_bundle
+from agent.config import Config
+from agent.host import Host
+from checks.containerd_cdi import CONTAINERD_CDI
+from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
+from checks.policy import ResolvedPolicy, load_policy
+from tests.conftest import REPO, bundle, run_cli
+
+UPSTREAM = REPO / "tests" / "fixtures" / "containerd" / "upstream"
+V16 = "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3\n"
+V17 = "containerd github.com/containerd/containerd 1.7.24~ds1 1.7.24~ds1-6+deb13u1\n"
+V2X = "containerd github.com/containerd/containerd/v2 v2.1.4 0000000\n"
+IDS = "containerd-nvidia-runtime,containerd-cdi"
+
+
+def up(name: str) -> str:
+    return (UPSTREAM / name).read_text()
+
+
+def policy(path: str = "dra", **settings) -> ResolvedPolicy:
+    return ResolvedPolicy(load_policy(1), path, settings=Config(**settings).model_dump())
+
+
+def tree(tmp: Path, files: Dict[str, str], version: Optional[str] = None, execs=()) -> Host:
+    for path, text in files.items():
+        target = tmp / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    for path in execs:
+        target = tmp / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("")
+        target.chmod(0o755)
+    records = [{"argv": ["containerd", "--version"], "rc": 0, "stdout": version}] if version else []
+    return Host(tmp, commands=RecordedCommands(records, "test"))
+
+
+def on_bundle(name: str, check, path: str = "dra", **settings):
+    loaded = load_bundle(bundle(name))
+    try:
+        return check.run(loaded.host, policy(path, **settings))
+    finally:
+        loaded.close()
+
+
+def cli_results(name: str, path: str = "dra"):
+    res = run_cli(["check", "--bundle", bundle(name), "--path", path, "--only", IDS, "--format", "json"])
+    assert res.rc in (0, 1), res.err
+    return {c["id"]: c for c in res.json()["checks"]}
+
+
+@pytest.mark.parametrize("name", ["containerd-v2-healthy", "containerd-v3-healthy"])
+def test_healthy_layouts_pass_both_checks(name):
+    checks = cli_results(name, "device-plugin")
+    assert checks["containerd-nvidia-runtime"]["status"] == "pass"
+    assert checks["containerd-cdi"]["status"] == "pass"
+    details = checks["containerd-nvidia-runtime"]["details"]
+    assert details["handler"] == "nvidia"
+    assert details["binary_path"] == "/usr/bin/nvidia-container-runtime"
+    assert "/etc/containerd/conf.d/99-nvidia.toml" in details["loaded"]
+
+
+def test_v3_host_is_merged_with_2x_semantics_and_cdi_is_on_by_default():
+    out = on_bundle("containerd-v3-healthy", CONTAINERD_CDI)
+    assert out.details["containerd_version"] == "2.1.4"
+    assert out.details["enable_cdi"] is True and out.details["enable_cdi_explicit"] is False
+
+
+def test_nodeadm_rewrite_names_the_unimported_file_and_the_glob():
+    out = on_bundle("containerd-nodeadm-not-imported", CONTAINERD_NVIDIA_RUNTIME, "device-plugin")
+    assert out.status == "fail"
+    assert "/etc/containerd/conf.d/99-nvidia.toml, which is not imported" in out.summary
+    assert "['/etc/containerd/config.d/*.toml']" in out.summary
+    assert out.details["nodeadm_host"] is True
+    # The fix is nodeadm's own NodeConfig, as a complete CRI section landing in config.d/.
+    assert "spec.containerd.config" in out.remediation
+    assert "complete CRI section" in out.remediation
+    assert "config.d/00-nodeadm.toml" in out.remediation
+    assert "1.18.0 wrote config.d/" in out.remediation
+
+
+def test_1x_later_dropin_wipes_the_handler_and_2x_keeps_it(tmp_path):
+    out = on_bundle("containerd-1x-dropin-wipes", CONTAINERD_NVIDIA_RUNTIME, "device-plugin")
+    assert out.status == "fail"
+    assert "replaces the whole CRI plugin table" in out.summary
+    assert out.details["cri_table_from"] == "/etc/containerd/conf.d/zz-runc-systemd.toml"
+    # The same files under containerd 2.x (deep merge) keep the handler.
+    root = Path(bundle("containerd-1x-dropin-wipes")) / "root"
+    files = {f"/{p.relative_to(root)}": p.read_text() for p in root.rglob("*.toml")}
+    host = tree(tmp_path, files, V2X, execs=("/usr/bin/nvidia-container-runtime",))
+    assert CONTAINERD_NVIDIA_RUNTIME.run(host, policy("device-plugin")).status == "pass"
+
+
+def test_cdi_disabled_on_17_fails_and_names_the_default():
+    checks = cli_results("containerd-cdi-disabled-17")
+    assert checks["containerd-nvidia-runtime"]["status"] == "pass"
+    cdi = checks["containerd-cdi"]
+    assert cdi["status"] == "fail"
+    assert "1.7 defaults it to false" in cdi["summary"]
+
+
+def test_cdi_on_16_is_not_supported():
+    out = on_bundle("containerd-1x-dropin-wipes", CONTAINERD_CDI)
+    assert out.status == "fail" and "1.6.20 has no CDI support" in out.summary
+
+
+def test_malformed_toml_fails_with_file_and_line_and_other_checks_still_run():
+    res = run_cli(["check", "--bundle", bundle("containerd-malformed-toml"), "--path", "dra", "--format", "json"])
+    checks = {c["id"]: c for c in res.json()["checks"]}
+    summary = checks["containerd-nvidia-runtime"]["summary"]
+    assert checks["containerd-nvidia-runtime"]["status"] == "fail"
+    assert "/etc/containerd/conf.d/99-nvidia.toml" in summary and "line 5" in summary
+    assert checks["containerd-cdi"]["status"] == "fail"
+    # every other check still ran, each with its own verdict (no kubelet on this fixture host)
+    assert checks["allocation-owner"]["status"] == "skip" and "kubelet" in checks["allocation-owner"]["summary"]
+
+
+def test_gating_follows_the_design_matrix():
+    assert set(CONTAINERD_NVIDIA_RUNTIME.gates) == {"device-plugin", "operator-clusterpolicy"}
+    assert set(CONTAINERD_CDI.gates) == {"dra", "operator-gpucluster"}
+
+
+def test_configured_handler_name_and_config_path_are_used(tmp_path):
+    cfg = up("nvidia-ctk-installer.v2-cdi.after.99-nvidia.toml")
+    host = tree(tmp_path, {"/opt/ctd/main.toml": cfg}, V17, execs=("/usr/bin/nvidia-container-runtime.cdi",))
+    out = CONTAINERD_NVIDIA_RUNTIME.run(
+        host, policy("device-plugin", containerd={"handler": "nvidia-cdi", "config_path": "/opt/ctd/main.toml"})
+    )
+    assert out.status == "pass", out.summary
+    assert out.details["binary_path"] == "/usr/bin/nvidia-container-runtime.cdi"
+
+
+@pytest.mark.parametrize(
+    "runtime, needle",
+    [
+        ('runtime_type = "io.containerd.runtime.v1.linux"\n', "not 'io.containerd.runc.v2'"),
+        ('runtime_type = "io.containerd.runc.v2"\n', "no options.BinaryName"),
+        ('runtime_type = "io.containerd.runc.v2"\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\nBinaryName = "/usr/bin/gone"\n', "/usr/bin/gone, which is not an executable"),
+    ],
+)
+def test_handler_defects(tmp_path, runtime, needle):
+    cfg = 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n' + runtime
+    out = CONTAINERD_NVIDIA_RUNTIME.run(tree(tmp_path, {"/etc/containerd/config.toml": cfg}, V17), policy())
+    assert out.status == "fail" and needle in out.summary
+
+
+def test_bare_binary_name_is_looked_up_on_the_shim_path(tmp_path):
+    cfg = ('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+           'runtime_type = "io.containerd.runc.v2"\n'
+           '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+           'BinaryName = "nvidia-container-runtime"\n')
+    host = tree(tmp_path, {"/etc/containerd/config.toml": cfg}, V17, execs=("/usr/local/bin/nvidia-container-runtime",))
+    out = CONTAINERD_NVIDIA_RUNTIME.run(host, policy())
+    assert out.status == "pass" and out.details["binary_path"] == "/usr/local/bin/nvidia-container-runtime"
+
+
+def test_unknown_version_where_1x_and_2x_disagree_is_unknown(tmp_path):
+    root = Path(bundle("containerd-1x-dropin-wipes")) / "root"
+    files = {f"/{p.relative_to(root)}": p.read_text() for p in root.rglob("*.toml")}
+    host = tree(tmp_path, files, None, execs=("/usr/bin/nvidia-container-runtime",))
+    out = CONTAINERD_NVIDIA_RUNTIME.run(host, policy())
+    assert out.status == "unknown"
+    assert out.details["verdicts"] == {"1": "fail", "2": "pass"}
+
+
+def test_missing_explicit_import_stops_containerd(tmp_path):
+    cfg = 'version = 2\nimports = ["/etc/containerd/extra.toml"]\n'
+    out = CONTAINERD_NVIDIA_RUNTIME.run(tree(tmp_path, {"/etc/containerd/config.toml": cfg}, V17), policy())
+    assert out.status == "fail" and "/etc/containerd/extra.toml: imported but absent" in out.summary
+
+
+def test_2x_drop_in_with_higher_version_than_root_is_fatal(tmp_path):
+    files = {"/etc/containerd/config.toml": 'version = 2\nimports = ["conf.d/*.toml"]\n',
+             "/etc/containerd/conf.d/99-nvidia.toml": up("nvidia-ctk-installer.v3.after.99-nvidia.toml")}
+    out = CONTAINERD_NVIDIA_RUNTIME.run(tree(tmp_path, files, V2X), policy())
+    assert out.status == "fail" and "higher than root config version 2" in out.summary
+
+
+def test_cdi_spec_dirs_must_cover_where_nvidia_specs_are(tmp_path):
+    cfg = ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nenable_cdi = true\n'
+           'cdi_spec_dirs = ["/etc/cdi"]\n')
+    host = tree(tmp_path, {"/etc/containerd/config.toml": cfg, "/var/run/cdi/nvidia.yaml": "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n"}, V17)
+    out = CONTAINERD_CDI.run(host, policy())
+    assert out.status == "fail" and "do not include /var/run/cdi" in out.summary
+
+
+def test_var_run_and_run_are_the_same_directory(tmp_path):
+    cfg = ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nenable_cdi = true\n'
+           'cdi_spec_dirs = ["/etc/cdi", "/run/cdi"]\n')
+    out = CONTAINERD_CDI.run(tree(tmp_path, {"/etc/containerd/config.toml": cfg}, V17), policy())
+    assert out.status == "pass", out.summary
+
+
+def test_collect_captures_imports_and_runtime_binaries(tmp_path):
+    from agent.collect import collect
+
+    loaded = load_bundle(bundle("containerd-v2-healthy"))
+    try:
+        out = collect(loaded.host, [CONTAINERD_NVIDIA_RUNTIME], str(tmp_path / "b"))
+    finally:
+        loaded.close()
+    root = out / "root"
+    assert (root / "etc/containerd/conf.d/99-nvidia.toml").read_text() == up("nvidia-ctk-installer.v2-cdi.after.99-nvidia.toml")
+    assert (root / "usr/bin/nvidia-container-runtime.cdi").exists()
+    again = load_bundle(out)
+    try:
+        assert CONTAINERD_NVIDIA_RUNTIME.run(again.host, policy("device-plugin")).status == "pass"
+    finally:
+        again.close()
+
+
+def test_a_collected_config_with_a_registry_password_still_parses(tmp_path):
+    """collect redacts `password = "..."` to a bare REDACTED (no longer TOML); the checks read
+    the collected config as containerd would have read the original."""
+    from agent.collect import collect
+
+    auth = ('\n[plugins."io.containerd.grpc.v1.cri".registry.configs."r.example".auth]\n'
+            '  username = "u"\n  password = "hunter2"\n')
+    files = {"/etc/containerd/config.toml": up("nvidia-ctk-installer.v2-cdi.after.config.toml"),
+             "/etc/containerd/conf.d/99-nvidia.toml": up("nvidia-ctk-installer.v2-cdi.after.99-nvidia.toml") + auth}
+    host = tree(tmp_path / "host", files, V17, execs=("/usr/bin/nvidia-container-runtime",))
+    out = collect(host, [CONTAINERD_NVIDIA_RUNTIME], str(tmp_path / "b"))
+    collected = (out / "root/etc/containerd/conf.d/99-nvidia.toml").read_text()
+    assert "hunter2" not in collected and "REDACTED" in collected
+    again = load_bundle(out)
+    try:
+        result = CONTAINERD_NVIDIA_RUNTIME.run(again.host, policy("device-plugin"))
+    finally:
+        again.close()
+    assert result.status == "pass", result.summary
+
+
+def test_2x_merge_test_dropins_keep_both_runtimes():
+    out = on_bundle("containerd-2x-merge-dropins", CONTAINERD_NVIDIA_RUNTIME, "device-plugin")
+    assert out.status == "pass", out.summary
+    assert out.details["source"] == "own merge with containerd 2.x semantics"
+    assert out.details["loaded"] == ["/etc/containerd/config.toml", "/etc/containerd/conf.d/10-runc.toml",
+                                     "/etc/containerd/conf.d/20-nvidia.toml"]
