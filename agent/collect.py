@@ -129,7 +129,9 @@ def collect(host: Host, checks: Sequence[Check], out: str, timeout_scale: float 
         results: List[CommandResult] = [
             host.run(list(argv), timeout=10 * timeout_scale) for argv in runs
         ]
-        records = command_records(results)
+        # A source that cannot answer (a bundle being re-collected, a bare tree) records
+        # nothing: replaying the new bundle then says "not recorded", as the old one did.
+        records = command_records([r for r in results if not r.not_recorded])
         for rec in records:
             rec["stdout"] = redact(rec["stdout"])
             rec["stderr"] = redact(rec["stderr"])

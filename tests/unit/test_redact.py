@@ -35,3 +35,21 @@ def test_private_key_blocks_are_redacted_certificates_kept():
 def test_bearer_tokens_and_json_secrets():
     out = redact('Authorization: Bearer abcdefghijklmnop\n"password": "hunter22",\n')
     assert "abcdefghijklmnop" not in out and "hunter22" not in out
+
+
+def test_quoted_values_stay_quoted_so_toml_still_parses():
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    text = (
+        '[plugins."io.containerd.grpc.v1.cri".registry.configs."r.example".auth]\n'
+        '  auth = "dXNlcjpwYXNzd29yZA=="\n  password = "hunter22"\n  username = "bob"\n'
+    )
+    out = redact(text)
+    assert "dXNlcjpwYXNzd29yZA==" not in out and "hunter22" not in out
+    parsed = tomllib.loads(out)
+    cfg = parsed["plugins"]["io.containerd.grpc.v1.cri"]["registry"]["configs"]["r.example"]["auth"]
+    assert cfg == {"auth": REDACTED, "password": REDACTED, "username": "bob"}
