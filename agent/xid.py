@@ -1,0 +1,215 @@
+"""XIDs: kernel-log lines and NVML events, de-duplicated, counted, and recorded as sticky faults.
+
+For the daemon (agent/daemon.py) and the metrics (agent/metrics.py), agent/xid_monitor.py:
+
+    monitor = xid_monitor.start_for_daemon(config, policy.policy.xid)  # state, kmsg, NVML events
+    monitor.cycle(snapshot)        # each cycle: new kernel records, sticky faults, resets, ECC
+    monitor.counter.counts()       # {(gpu, code): n}; gpu = the index as a string, or the
+                                   # PCI key "0000:9b:00" when no snapshot names the GPU
+    monitor.stop()
+
+Counters are monotonic within a process (Prometheus counters); after a restart the kernel log
+is read again since boot, so they start at "XIDs this boot that the ring buffer still holds".
+
+Line format (NVIDIA XID docs, "Viewing Xid Error Messages"): ``NVRM: Xid (PCI:0000:9b:00): 119,
+pid=..., name=..., <text>``; old drivers print ``NVRM: Xid (0000:03:00): 14, ...``. One kernel
+record is one XID: a burst of 10,000 records is 10,000 XIDs. The same XID reported by NVML and
+by the kernel log (same GPU and code within ``dedupe_window_s``) is one XID.
+"""
+
+import collections
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from agent.kmsg import KernelLine, parse_line
+
+_XID = re.compile(
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\):"
+    r"\s*(?P<code>\d+)(?P<rest>.*)$"
+)
+_PID = re.compile(r"pid='?([^,']*)'?")
+_NAME = re.compile(r"name=([^,]*)")
+# XID 154 reports the driver's recovery action; "to 0x0 (None)" = nothing left to do, i.e.
+# the reset the GPU needed has happened (NVIDIA XID catalog, code 154).
+_RECOVERED = re.compile(r"recovery action changed from .* to 0x0 \(None\)")
+_GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9A-Fa-f:]+): (GPU-[0-9A-Fa-f-]+)")
+
+
+def pci_key(bus_id: Optional[str]) -> Optional[str]:
+    """'00000000:9B:00.0' (NVML) or 'PCI:0000:9b:00' (kernel) -> '0000:9b:00'."""
+    if not bus_id:
+        return None
+    text = bus_id.strip().lower()
+    if text.startswith("pci:"):
+        text = text[4:]
+    text = text.split(".")[0]
+    parts = text.split(":")
+    if len(parts) != 3:
+        return None
+    return f"{parts[0][-4:].rjust(4, '0')}:{parts[1]}:{parts[2]}"
+
+
+@dataclass
+class XidEvent:
+    code: int
+    pci: Optional[str]
+    source: str = "kmsg"  # kmsg | nvml
+    mono_us: Optional[int] = None
+    wall: Optional[float] = None
+    seq: Optional[int] = None
+    message: str = ""
+    pid: Optional[str] = None
+    name: Optional[str] = None
+    index: Optional[int] = None
+    uuid: Optional[str] = None
+
+    def gpu(self) -> Dict[str, Any]:
+        return {"pci": self.pci, "index": self.index, "uuid": self.uuid}
+
+    def label(self) -> str:
+        return str(self.index) if self.index is not None else (self.pci or self.uuid or "unknown")
+
+
+def parse_xid(line: KernelLine) -> Optional[XidEvent]:
+    m = _XID.search(line.message)
+    if not m:
+        return None
+    rest = m.group("rest")
+    pid, name = _PID.search(rest), _NAME.search(rest)
+    return XidEvent(
+        code=int(m.group("code")),
+        pci=pci_key(m.group("pci")),
+        source="kmsg",
+        mono_us=line.mono_us,
+        wall=line.wall,
+        seq=line.seq,
+        message=line.message[m.start() :][:300],
+        pid=pid.group(1).strip() if pid else None,
+        name=name.group(1).strip() if name else None,
+    )
+
+
+def recovered_pci(line: KernelLine, ev: Optional[XidEvent] = None) -> Optional[str]:
+    """The GPU whose XID 154 says no recovery action is left (a reset happened)."""
+    ev = ev if ev is not None else parse_xid(line)
+    if ev is not None and ev.code == 154 and _RECOVERED.search(line.message):
+        return ev.pci
+    return None
+
+
+class GpuMap:
+    """PCI key -> {index, uuid}, from GPU snapshots and the kernel's 'GPU at PCI:' lines.
+    Kept across cycles: a GPU that fell off the bus is no longer in the snapshot."""
+
+    def __init__(self, snapshot: Optional[Mapping[str, Any]] = None) -> None:
+        self.by_pci: Dict[str, Dict[str, Any]] = {}
+        if snapshot is not None:
+            self.update(snapshot)
+
+    def update(self, snapshot: Optional[Mapping[str, Any]]) -> None:
+        for gpu in (snapshot or {}).get("gpus") or ():
+            key = pci_key(gpu.get("pci_bus_id")) if isinstance(gpu, Mapping) else None
+            if key:
+                self.by_pci[key] = {"index": gpu.get("index"), "uuid": gpu.get("uuid")}
+
+    def learn(self, line: KernelLine) -> None:
+        m = _GPU_AT.search(line.message)
+        if m and pci_key(m.group(1)):
+            self.by_pci.setdefault(str(pci_key(m.group(1))), {}).setdefault("uuid", m.group(2))
+
+    def pci_of(self, index: Any = None, uuid: Any = None) -> Optional[str]:
+        for key, gpu in self.by_pci.items():
+            if (index is not None and gpu.get("index") == index) or (
+                uuid and gpu.get("uuid") == uuid
+            ):
+                return key
+        return None
+
+    def resolve(self, ev: XidEvent) -> XidEvent:
+        """Fills in what the map knows (in place: events are fresh per line)."""
+        if ev.pci is None:
+            ev.pci = self.pci_of(ev.index, ev.uuid)
+        known = self.by_pci.get(ev.pci or "")
+        if known:
+            if ev.index is None:
+                ev.index = known.get("index")
+            if ev.uuid is None:
+                ev.uuid = known.get("uuid")
+        return ev
+
+
+def events_from_lines(
+    lines: Sequence[str], gpus: Optional[GpuMap] = None
+) -> Tuple[List[XidEvent], List[Tuple[str, KernelLine]]]:
+    """XIDs in kernel-log text lines (any format kmsg.parse_line reads), exact duplicates
+    (same record seen twice) dropped; plus the observed resets as (pci, line)."""
+    gpus = gpus or GpuMap()
+    parsed = [parse_line(text) for text in lines]
+    for line in parsed:
+        gpus.learn(line)
+    seen = set()
+    events, resets = [], []
+    for line in parsed:
+        ev = parse_xid(line)
+        if ev is None:
+            continue
+        ident = (
+            ("seq", ev.seq)
+            if ev.seq is not None
+            else (ev.pci, ev.code, ev.mono_us, ev.wall, ev.message)
+        )
+        if ident in seen:
+            continue
+        seen.add(ident)
+        pci = recovered_pci(line, ev)
+        if pci:
+            resets.append((pci, line))
+        events.append(gpus.resolve(ev))
+    return events, resets
+
+
+class XidCounter:
+    """XIDs per (gpu, code), for the metrics: counters, never last-value gauges."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Dict[Tuple[str, int], int] = collections.Counter()
+
+    def record(self, gpu: str, code: int, n: int = 1) -> None:
+        with self._lock:
+            self._counts[(gpu, code)] += n
+
+    def counts(self) -> Dict[Tuple[str, int], int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+class Deduper:
+    """One XID seen by both NVML and the kernel log counts once: an event is a duplicate when
+    the *other* source reported the same GPU and code within the window and that report has
+    not already been matched (1:1). O(1) per event; memory: ``per_key`` recent reports per
+    (GPU, code, source), so a burst of any size costs the same."""
+
+    def __init__(self, window_s: float, per_key: int = 256) -> None:
+        self.window_us = int(window_s * 1_000_000)
+        self.per_key = per_key
+        self._recent: Dict[Tuple[str, int, str], Deque[int]] = {}
+
+    def is_duplicate(self, ev: XidEvent) -> bool:
+        if ev.mono_us is None or self.window_us <= 0:
+            return False
+        gpu = ev.pci or ev.uuid or str(ev.index)
+        other_source = "nvml" if ev.source == "kmsg" else "kmsg"
+        other = self._recent.get((gpu, ev.code, other_source))
+        while other and other[0] < ev.mono_us - self.window_us:
+            other.popleft()  # too old to be this XID
+        if other and abs(other[0] - ev.mono_us) <= self.window_us:
+            other.popleft()
+            return True
+        mine = self._recent.setdefault(
+            (gpu, ev.code, ev.source), collections.deque(maxlen=self.per_key)
+        )
+        mine.append(ev.mono_us)
+        return False

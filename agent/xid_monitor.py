@@ -1,0 +1,292 @@
+"""The daemon's XID side: kernel log + NVML events -> counters and the sticky-fault store.
+
+Usage is documented at the top of agent/xid.py. ``python -m agent.xid_monitor`` runs a
+minimal recorder loop (what `run` does for XIDs, nothing else), used by the restart test and
+handy on a host to watch XIDs without the full agent.
+"""
+
+import argparse
+import logging
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from agent.kmsg import KernelLine, parse_line
+from agent.state import StateStore, add_clear, add_fault, monotonic_us
+from agent.xid import Deduper, GpuMap, XidCounter, XidEvent, parse_xid, pci_key, recovered_pci
+
+log = logging.getLogger("gpu-node-agent").getChild("xid")
+
+
+def fault_record(first: XidEvent, last: XidEvent, count: int, klass: str) -> Dict[str, Any]:
+    now = time.time()
+    return {
+        "gpu": first.gpu(),
+        "kind": "xid",
+        "code": first.code,
+        "class": klass,
+        "source": last.source,
+        "first_mono_us": first.mono_us,
+        "last_mono_us": last.mono_us,
+        "first_at": first.wall if first.wall is not None else now,
+        "last_at": last.wall if last.wall is not None else now,
+        "count": count,
+        "message": last.message,
+    }
+
+
+def ecc_readings(snapshot: Optional[Mapping[str, Any]]) -> List[Tuple[Dict[str, Any], int]]:
+    """(gpu, volatile uncorrectable ECC count) for every GPU that reports one."""
+    out = []
+    for gpu in (snapshot or {}).get("gpus") or ():
+        ecc = (gpu.get("ecc") or {}) if isinstance(gpu, Mapping) else {}
+        unc = (ecc.get("volatile") or {}).get("uncorrected")
+        key = pci_key(gpu.get("pci_bus_id")) if isinstance(gpu, Mapping) else None
+        if isinstance(unc, int) and key:
+            out.append(({"pci": key, "index": gpu.get("index"), "uuid": gpu.get("uuid")}, unc))
+    return out
+
+
+def ecc_fault(gpu: Dict[str, Any], unc: int) -> Dict[str, Any]:
+    """A sticky ECC fault: volatile uncorrectable errors went up (gpu-ecc's fail condition).
+    It stays until a reset is observed, a reboot or `clear`, because the volatile counters
+    can read 0 again after the driver re-initialises the GPU without persistence mode."""
+    now = monotonic_us()
+    return {
+        "gpu": gpu,
+        "kind": "ecc",
+        "code": None,
+        "class": "reset-gpu",
+        "source": "nvml",
+        "first_mono_us": now,
+        "last_mono_us": now,
+        "first_at": time.time(),
+        "last_at": time.time(),
+        "count": 1,
+        "volatile_uncorrected": unc,
+        "message": f"{unc} volatile uncorrectable ECC error(s)",
+    }
+
+
+class XidMonitor:
+    """The daemon's side: kernel log + NVML events -> counters and the sticky-fault store."""
+
+    def __init__(self, store: StateStore, policy: Any, source: Any = None, run: Any = None) -> None:
+        self.store = store
+        self.policy = policy
+        self.counter = XidCounter()
+        self.gpus = GpuMap()
+        self._source = source
+        self._run = run
+        self._dedupe = Deduper(float(getattr(policy, "dedupe_window_s", 5.0)))
+        self._lock = threading.Lock()
+        # (gpu, code) -> (latest event, how many): bounded by GPUs x codes, not by the burst
+        self._pending: Dict[Tuple[str, int], Tuple[XidEvent, XidEvent, int]] = {}
+        self._resets: List[Tuple[str, Optional[int]]] = []
+        self.state: Dict[str, Any] = {}
+        self.events: Any = None  # an agent.nvml_events.NvmlEventStream, when one feeds us
+
+    def start(self) -> Dict[str, Any]:
+        """Load the state (a corrupt or foreign-boot file is replaced by a fresh one, logged)."""
+        if self._source is None:
+            from agent.kernel_source import open_kernel_source
+
+            self._source = open_kernel_source(run=self._run)
+        try:
+            self.state = self.store.update(lambda state: None)
+        except OSError as exc:
+            log.error(
+                "cannot write the sticky state",
+                extra={"fields": {"path": self.store.path, "error": str(exc)}},
+            )
+        return self.state
+
+    def poll(self) -> int:
+        """Drain the kernel records that arrived since the last call, one at a time (memory:
+        the dedupe window and one pending fault per GPU and code, whatever the burst size).
+        Returns how many XIDs were counted."""
+        counted = 0
+        for item in self._source.poll() if self._source is not None else ():
+            line = item if isinstance(item, KernelLine) else parse_line(item)
+            self.gpus.learn(line)
+            ev = parse_xid(line)
+            if ev is None:
+                continue
+            pci = recovered_pci(line, ev) if ev.code == 154 else None
+            if pci:
+                with self._lock:
+                    self._resets.append((pci, line.mono_us))
+            counted += self._accept(self.gpus.resolve(ev))
+        return counted
+
+    def _accept(self, ev: XidEvent) -> bool:
+        with self._lock:
+            if self._dedupe.is_duplicate(ev):
+                return False
+            self.counter.record(ev.label(), ev.code)
+            if self.policy.is_sticky(ev.code):
+                key = (ev.pci or ev.uuid or str(ev.index), ev.code)
+                old = self._pending.get(key)
+                self._pending[key] = (old[0] if old else ev, ev, (old[2] + 1) if old else 1)
+        return True
+
+    def feed_nvml(self, event: Mapping[str, Any]) -> bool:
+        """One NVML XID event ({"code", "index", "uuid", "pci_bus_id", "mono_us"}); False when
+        the kernel log already reported it."""
+        mono = event.get("mono_us")
+        ev = XidEvent(
+            code=int(event["code"]),
+            pci=pci_key(event.get("pci_bus_id")),
+            source="nvml",
+            mono_us=int(mono) if mono is not None else monotonic_us(),
+            message=f"NVML XID event {event['code']}",
+            index=event.get("index"),
+            uuid=event.get("uuid"),
+        )
+        return self._accept(self.gpus.resolve(ev))
+
+    def on_nvml_message(self, message: Mapping[str, Any]) -> None:
+        """The callback for agent.nvml_events.NvmlEventStream: XIDs are fed in; a wait that
+        failed with GPU-lost is logged (gpu-count and nvml-responsive own that condition, and
+        the kernel log's XID 79 names the GPU)."""
+        if message.get("event") == "xid" and isinstance(message.get("code"), int):
+            self.feed_nvml(message)
+        elif message.get("event") == "error":
+            log.warning(
+                "NVML event wait failed",
+                extra={
+                    "fields": {
+                        "kind": message.get("kind"),
+                        "nvml_code": message.get("nvml_code"),
+                        "error": message.get("message"),
+                    }
+                },
+            )
+
+    def observe_reset(self, pci: str, mono_us: Optional[int] = None) -> None:
+        """A GPU reset happened (the NVML worker's maintenance flow around `nvidia-smi -r`)."""
+        with self._lock:
+            self._resets.append((pci, mono_us))
+
+    def record(self, snapshot: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """Write the sticky faults and resets gathered since the last call (only when there
+        are any), under the state lock, on top of what is on disk (a `clear` is never undone)."""
+        self.gpus.update(snapshot)
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            resets, self._resets = self._resets, []
+        faults = [
+            fault_record(self.gpus.resolve(first), last, n, self.policy.klass(first.code))
+            for first, last, n in pending.values()
+        ]
+        readings = ecc_readings(snapshot)
+        seen_before = self.state.get("ecc_seen") or {}
+        if not faults and not resets and all(seen_before.get(g["pci"]) == n for g, n in readings):
+            self.state = self.store.load()  # nothing to write; pick up a `clear` (atomic rename)
+            return self.state
+
+        def change(state: Dict[str, Any]) -> None:
+            for pci, mono in resets:
+                add_clear(
+                    state,
+                    pci,
+                    "gpu-node-agent",
+                    "gpu reset observed",
+                    classes=["reset-gpu"],
+                    mono_us=mono,
+                )
+            seen = state.setdefault("ecc_seen", {})
+            for gpu, unc in readings:
+                # An ECC fault is a state, not an event: recorded when the count goes up, so a
+                # `clear` holds until new errors arrive; a drop (reset, re-init) re-arms it.
+                if unc > int(seen.get(gpu["pci"], 0)):
+                    faults.append(ecc_fault(gpu, unc))
+                seen[gpu["pci"]] = unc
+            for fault in faults:
+                if add_fault(state, fault):
+                    log.warning(
+                        "sticky GPU fault recorded",
+                        extra={
+                            "fields": {
+                                "gpu": fault["gpu"].get("index"),
+                                "pci": fault["gpu"].get("pci"),
+                                "kind": fault["kind"],
+                                "xid": fault["code"],
+                                "class": fault["class"],
+                            }
+                        },
+                    )
+
+        try:
+            self.state = self.store.update(change)
+        except OSError as exc:  # a full disk must not stop the agent; retried next cycle
+            log.error(
+                "cannot write the sticky state",
+                extra={"fields": {"path": self.store.path, "error": str(exc)}},
+            )
+            with self._lock:
+                for key, value in pending.items():
+                    self._pending.setdefault(key, value)
+                self._resets[:0] = resets
+        return self.state
+
+    def stop(self) -> None:
+        if self.events is not None:
+            self.events.stop()
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
+    def cycle(self, snapshot: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        self.gpus.update(snapshot)  # before polling, so new XIDs get their GPU index
+        self.poll()
+        return self.record(snapshot)
+
+
+def start_for_daemon(config: Any, xid_policy: Any, nvml_events: bool = True) -> XidMonitor:
+    """What `run` does at start: the state under ``config.state_dir`` for this boot, the
+    kernel log (/dev/kmsg, else the journal), and NVML XID events from their own worker
+    (held back in NVML maintenance mode). Then, each cycle: ``monitor.cycle(snapshot)``; at
+    exit: ``monitor.stop()``."""
+    from agent.clear import boot_id
+    from agent.nvml_events import NvmlEventStream
+
+    monitor = XidMonitor(StateStore(config.state_dir, boot_id()), xid_policy)
+    monitor.start()
+    if nvml_events:
+        gpu = getattr(config, "gpu", None)
+        monitor.events = NvmlEventStream(
+            monitor.on_nvml_message, maintenance_flag=getattr(gpu, "maintenance_flag", None)
+        )
+        monitor.events.start()
+    return monitor
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Record XIDs into the sticky state the way `run` does, until killed."""
+    from agent.kernel_source import DeviceSource
+    from agent.logs import setup
+    from checks.xid_policy import load_xid_policy
+
+    parser = argparse.ArgumentParser(prog="python -m agent.xid_monitor")
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--kmsg", default="/dev/kmsg", help="device, FIFO or file (record format)")
+    parser.add_argument("--boot-id-file", default="/proc/sys/kernel/random/boot_id")
+    parser.add_argument("--interval", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    setup()
+    with open(args.boot_id_file, encoding="ascii") as fh:
+        boot_id = fh.read().strip()
+    monitor = XidMonitor(
+        StateStore(args.state_dir, boot_id), load_xid_policy(), source=DeviceSource(args.kmsg)
+    )
+    monitor.start()
+    log.info("recording XIDs", extra={"fields": {"state_dir": args.state_dir, "boot_id": boot_id}})
+    while True:
+        monitor.cycle(None)
+        time.sleep(args.interval)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

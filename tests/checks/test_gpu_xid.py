@@ -1,0 +1,132 @@
+"""gpu-xid on fixture bundles: pass, and each way it fails (tests/fixtures/bundles/xid-*).
+
+Expected values are facts of the fixtures: the real log's five XID 119 lines on PCI:0000:9b:00
+(GPU 4 in the bundle's snapshot), and the catalog's class of each code.
+"""
+
+import json
+
+import pytest
+
+from agent.host import Host, StaticFacts, StaticGpus
+from checks.gpu_xid import GPU_XID
+from checks.policy import ResolvedPolicy, load_policy
+from tests.conftest import bundle, run_cli
+
+
+def gpu_xid(name, *extra):
+    res = run_cli(["check", "--bundle", bundle(name), "--only", "gpu-xid", "--format", "json", *extra])
+    assert res.rc in (0, 1), res.err
+    doc = res.json()
+    (check,) = [c for c in doc["checks"] if c["id"] == "gpu-xid"]
+    return res.rc, check
+
+
+@pytest.mark.parametrize(
+    "name, status, needle",
+    [
+        ("xid-119-real-dmesg", "fail", "GPU 4 (0000:9b:00): XID 119 x5 (needs a GPU reset)"),
+        ("xid-119-real-kmsg", "fail", "GPU 4 (0000:9b:00): XID 119 x5 (needs a GPU reset)"),
+        ("xid-79-dmesg", "fail", "GPU 7 (0000:db:00): XID 79 (needs a reboot)"),
+        ("xid-79-kmsg", "fail", "GPU 7 (0000:db:00): XID 79 (needs a reboot)"),
+        ("xid-reset-class-dmesg", "fail", "GPU 5 (0000:bb:00): XID 48, 62, 64, 74, 95, 109, 120, 140"),
+        ("xid-reset-class-kmsg", "fail", "GPU 5 (0000:bb:00): XID 48, 62, 64, 74, 95, 109, 120, 140"),
+        ("xid-sticky-state", "fail", "GPU 2 (0000:3a:00): XID 48"),
+        ("xid-13-repeating", "warn", "GPU 1 (0000:2a:00): XID 13 x12 in 3600s (threshold 10)"),
+        ("xid-classes-dmesg", "pass", "7 XID(s) since boot"),
+        ("xid-classes-kmsg", "pass", "7 XID(s) since boot"),
+        ("xid-none", "pass", "no XID since boot"),
+        ("xid-sticky-old-boot", "pass", "no XID since boot"),
+        ("xid-cleared", "pass", "(1 cleared)"),
+        ("xid-reset-observed", "pass", "(1 cleared)"),
+        ("xid-no-kernel-log", "unknown", "kernel log not readable"),
+    ],
+)
+def test_fixture_hosts(name, status, needle):
+    rc, check = gpu_xid(name)
+    assert check["status"] == status, check["summary"]
+    assert needle in check["summary"]
+    assert rc == (0 if status in ("pass", "warn") else 1)
+
+
+def test_reboot_class_gets_the_reboot_fix():
+    _, check = gpu_xid("xid-79-kmsg")
+    assert "reboot" in check["remediation"] and "nvidia-smi -r" not in check["remediation"]
+    _, check = gpu_xid("xid-119-real-kmsg")
+    assert "nvidia-smi -r" in check["remediation"] and "gpu-node-agent clear" in check["remediation"]
+
+
+def test_counts_per_gpu_and_code_in_details():
+    _, check = gpu_xid("xid-classes-kmsg")
+    assert check["details"]["xid_counts"] == {"0:13": 1, "0:43": 1, "0:45": 1, "1:31": 1, "2:63": 1,
+                                              "2:92": 1, "3:94": 1}
+
+
+def test_config_override_changes_the_class(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(json.dumps({"policy": {"xid": {"codes": {119: {"class": "restart-app"}}}}}))
+    _, check = gpu_xid("xid-119-real-kmsg", "--config", str(cfg))
+    assert check["status"] == "pass"
+    cfg.write_text(json.dumps({"policy": {"xid": {"default_threshold": {"count": 20}}}}))
+    _, check = gpu_xid("xid-13-repeating", "--config", str(cfg))
+    assert check["status"] == "pass"
+
+
+def test_bad_override_is_a_config_error(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("policy:\n  xid:\n    codes:\n      13: {class: sometimes}\n")
+    res = run_cli(["config", "validate", str(cfg)])
+    assert res.rc == 2 and "xid" in res.err
+
+
+def host(lines, sticky=None, boot="b1", snapshot=None, root=None):
+    if root is not None:
+        (root / "proc/sys/kernel/random").mkdir(parents=True)
+        (root / "proc/sys/kernel/random/boot_id").write_text(boot + "\n")
+    return Host(root or "/nonexistent", gpus=StaticGpus(snapshot),
+                facts=StaticFacts({"sticky": sticky} if sticky is not None else {}), kmsg=lines)
+
+
+def policy():
+    return ResolvedPolicy(load_policy(1), "dra")
+
+
+def test_sticky_fault_survives_a_rotated_kernel_log_only_in_its_boot(tmp_path):
+    sticky = {"version": 1, "boot_id": "b1", "clears": [], "faults": [
+        {"gpu": {"pci": "0000:18:00"}, "kind": "xid", "code": 79, "class": "reboot",
+         "last_mono_us": 5, "count": 1}]}
+    assert GPU_XID.run(host([], sticky, "b1", root=tmp_path / "a"), policy()).status == "fail"
+    assert GPU_XID.run(host([], sticky, "b2", root=tmp_path / "b"), policy()).status == "pass"
+
+
+def test_the_check_writes_nothing(tmp_path):
+    before = sorted(p.name for p in tmp_path.iterdir())
+    out = GPU_XID.run(host(["[ 1.0] NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus."],
+                           root=tmp_path / "r"), policy())
+    assert out.status == "fail"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["r"])
+
+
+def test_collect_round_trips_the_kernel_log_and_the_state(tmp_path):
+    from agent.bundle import load_bundle
+    from agent.collect import collect
+    from agent.kernel_source import DeviceSource
+    from agent.kmsg import render
+
+    kmsg = tmp_path / "kmsg"  # a file in /dev/kmsg record format, read by the agent's reader
+    kmsg.write_text("3,1,5000000,-;usb 1-1: new device\n"
+                    "3,2,6000000,-;NVRM: Xid (PCI:0000:18:00): 119, pid=1, name=x, Timeout\n")
+    src = DeviceSource(str(kmsg))
+    lines = [render(r) for r in src.poll()]
+    src.close()
+    assert lines == ["3,2,6000000,-;NVRM: Xid (PCI:0000:18:00): 119, pid=1, name=x, Timeout"]
+    sticky = {"version": 1, "boot_id": "b1", "faults": [], "clears": []}
+    live_like = host(lines, sticky, "b1", root=tmp_path / "root")
+    out = collect(live_like, [GPU_XID], str(tmp_path / "bundle"))
+    loaded = load_bundle(out)
+    try:
+        assert loaded.host.kmsg() == lines and loaded.host.fact("sticky") == sticky
+        again = GPU_XID.run(loaded.host, policy())
+    finally:
+        loaded.close()
+    assert again.status == "fail" and "XID 119" in again.summary
