@@ -1,0 +1,52 @@
+"""NvmlClient failure paths that need no NVML at all: a worker that dies, and maintenance."""
+import sys
+
+from agent.nvml_client import NvmlClient
+from checks.nvml_responsive import NVML_RESPONSIVE
+
+
+class _Host:
+    def __init__(self, snap):
+        self.snap = snap
+
+    def gpus(self):
+        return self.snap
+
+
+def test_a_worker_that_dies_is_worker_failed_and_nvml_responsive_unknown(tmp_path):
+    # An "interpreter" that exits 3 at once stands in for a worker that crashes on start.
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'boom: worker could not start' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    client = NvmlClient(python=str(fake), first_deadline_s=10)
+    try:
+        snap = client.snapshot()
+    finally:
+        client.close()
+    assert snap["error"]["kind"] == "worker_failed"
+    assert "rc 3" in snap["error"]["message"] and "boom" in snap["error"]["message"]
+    assert client.stats["worker_crashes"] == 1 and client.stats["timeouts"] == 0
+    outcome = NVML_RESPONSIVE.run(_Host(snap), None)
+    assert outcome.status.value == "unknown"  # the agent's failure is not a host verdict
+
+
+def test_maintenance_before_any_worker_starts_none():
+    client = NvmlClient(python=sys.executable)
+    client.maintenance(True)
+    snap = client.snapshot()
+    assert snap["error"]["kind"] == "maintenance"
+    assert client.stats["spawns"] == 0 and client.worker_pid is None
+    assert NVML_RESPONSIVE.run(_Host(snap), None).status.value == "unknown"
+
+
+def test_the_flag_file_and_the_api_are_independent(tmp_path):
+    flag = tmp_path / "flag"
+    client = NvmlClient(python=sys.executable, maintenance_flag=str(flag))
+    client.maintenance(True)
+    assert client.check_maintenance_flag() is True  # no flag file, but the API said so
+    flag.write_text("")
+    client.maintenance(False)
+    assert client.check_maintenance_flag() is True  # the flag file still holds it
+    flag.unlink()
+    assert client.check_maintenance_flag() is False
+    assert client.stats["spawns"] == 0
