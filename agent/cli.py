@@ -4,6 +4,7 @@ Exit codes: 0 gate open, 1 gate closed, 2 usage or config error, 3 internal erro
 line; the traceback only with --debug).
 """
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -87,12 +88,34 @@ def cmd_check(args: argparse.Namespace) -> int:
         report = build_report(
             results, path, args.strict, host.description, time.time(), version()
         )
+        kube_lines = _kube_verdict(args, config, report, host)  # issue 8: labels, condition
+        if kube_lines is not None:
+            report = dataclasses.replace(report, context={**report.context, "kube": kube_lines[1]})
     if args.format == "json":
         sys.stdout.write(render_json(report))
     else:
         colour = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None
-        sys.stdout.write(render_text(report, colour=colour))
+        text = render_text(report, colour=colour)
+        if kube_lines is not None:  # before the gate line, which stays the last line
+            head, _, gate_line = text.rstrip("\n").rpartition("\n")
+            verdict = "".join(f"  {line}\n" for line in ["node verdict:", *kube_lines[0]])
+            text = f"{head}\n{verdict}{gate_line}\n"
+        sys.stdout.write(text)
     return EXIT_OPEN if report.gate.open else EXIT_CLOSED
+
+
+def _kube_verdict(args: argparse.Namespace, config: Any, report: Any, host: Any) -> Any:
+    """(text lines, dict) of what would be written to the Node; None with --only."""
+    if args.apply and not host.is_live:
+        raise UsageError("--apply writes to this host's own Node: not with --bundle/--host-root")
+    if args.only:  # a partial run is not a verdict: never shown, never applied
+        if args.apply:
+            raise UsageError("--apply publishes the whole verdict: not with --only")
+        return None
+    from agent.kube.publish import check_verdict
+
+    result = check_verdict(config, report, host, apply=args.apply)
+    return result.lines(), result.as_dict()
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -127,6 +150,42 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if check.runs:
         print("  runs:      " + "; ".join(" ".join(a) for a in check.runs))
     print(f"  fix:       {check.remediation}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """The agent (docs/metrics.md, docs/systemd.md). The loader validates a config exactly as
+    a start does, so SIGHUP with a bad file keeps the running one."""
+    from agent import daemon
+
+    checks = _registry()
+    known = [c.id for c in checks]
+
+    def load() -> Any:
+        config, origin = _load_config(args.config)
+        skip = _ids(args.skip) + list(config.skip)
+        _validate_ids(skip, known, "--skip" if args.skip else f"{origin}: skip")
+        path = args.path or config.allocation_path
+        policy = resolve_policy(config, origin, path)
+        return daemon.Generation(config, origin, policy, path, skip, strict=args.strict)
+
+    return daemon.run_main(args, checks, load)
+
+
+def cmd_clear(args: argparse.Namespace) -> int:
+    """Issue 5: clear a sticky GPU fault (docs/xid.md); takes the state file's lock."""
+    from agent.clear import ClearUsageError, clear
+    from agent.logs import setup
+
+    config, _ = _load_config(args.config)
+    setup(getattr(args, "debug", False))
+    try:
+        removed = clear(args.target, config.state_dir)
+    except ClearUsageError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:  # not root, read-only /var/lib: say where, not a traceback
+        raise UsageError(f"clear: cannot update the state in {config.state_dir}: {exc}") from None
+    print(f"cleared {len(removed)} sticky fault(s) for {args.target} in {config.state_dir}")
     return 0
 
 
@@ -170,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--skip", metavar="IDS", help="comma-separated check ids to skip")
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.add_argument("--strict", action="store_true", help="warnings close the gate too")
+    check.add_argument(
+        "--apply", action="store_true", help="write the labels and condition to this Node"
+    )
     check.set_defaults(func=cmd_check)
 
     col = sub.add_parser("collect", help="capture what the checks read into a bundle")
@@ -181,6 +243,25 @@ def build_parser() -> argparse.ArgumentParser:
     exp = sub.add_parser("explain", help="what a check verifies and how to fix it")
     exp.add_argument("id", nargs="?")
     exp.set_defaults(func=cmd_explain)
+
+    run = sub.add_parser("run", help="the agent: re-run checks, serve metrics, notify systemd")
+    run.add_argument("--config", help="config file (default /etc/gpu-node-agent/config.yaml)")
+    rwhere = run.add_mutually_exclusive_group()
+    rwhere.add_argument("--host-root", metavar="DIR", help="watch a bare tree (files only)")
+    rwhere.add_argument("--bundle", metavar="B", help="watch a bundle (re-read each cycle)")
+    run.add_argument("--path", choices=PATHS, help="allocation path (default from config)")
+    run.add_argument("--skip", metavar="IDS", help="comma-separated check ids to skip")
+    run.add_argument("--strict", action="store_true", help="warnings close the gate too")
+    run.add_argument("--listen-address", metavar="HOST:PORT", help="overrides run.listen_address")
+    run.add_argument("--dry-run", action="store_true", help="compute Node changes, write none")
+    # Tests: the NVML worker (simulated library) beside --host-root; a live host always has it.
+    run.add_argument("--nvml", action="store_true", help=argparse.SUPPRESS)
+    run.set_defaults(func=cmd_run)
+
+    clr = sub.add_parser("clear", help="clear a sticky GPU fault (after a reset the agent missed)")
+    clr.add_argument("target", metavar="index|uuid|pci|all")
+    clr.add_argument("--config")
+    clr.set_defaults(func=cmd_clear)
 
     ver = sub.add_parser("version", help="print the version")
     ver.set_defaults(func=cmd_version)
@@ -202,7 +283,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "func", None):
-            raise UsageError("a command is required: check, collect, explain, config, version")
+            raise UsageError("a command is required: check, run, collect, explain, config, version")
         return int(args.func(args))
     except (UsageError, ConfigError, BundleError) as exc:
         print(f"gpu-node-agent: error: {exc}", file=sys.stderr)

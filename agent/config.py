@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.errors import ConfigError
 from agent.model import PATHS
@@ -65,6 +65,17 @@ class KubeConfig(_Section):
     annotation_prefix: str = "gpu-node-agent.workload.example.com"
     # Empty = the built-in candidates (agent/kube/nodename.py).
     nodeadm_config_paths: List[str] = []
+
+    @field_validator("allocation_label", "health_label")
+    @classmethod
+    def _label_key(cls, key: str) -> str:
+        # A key NodeRestriction refuses to a node would 403 on every cycle: refuse it here.
+        from agent.kube.labels import label_key_problem
+
+        problem = label_key_problem(key)
+        if problem:
+            raise ValueError(problem)
+        return key
 
 
 class GpuConfig(_Section):

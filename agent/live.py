@@ -175,7 +175,11 @@ class LiveFacts:
             return dev_nodes("/")
         if name == "adjtimex":
             return adjtimex()
-        return None  # node: the kube client (needs the API); sticky: the state store
+        if name == "sticky" and self._sticky_path:  # issue 5: the daemon's sticky faults
+            from agent.state import read_state_file
+
+            return read_state_file(self._sticky_path)
+        return None  # node: the kube client (needs the API)
 
 
 class TreeFacts:

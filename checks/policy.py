@@ -7,8 +7,11 @@ import datetime
 import importlib.resources
 from typing import Any, Dict, List, Mapping, Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from agent.yamlio import safe_load
+from checks.gpu_policy import GpuPolicy
+from checks.xid_policy import XidPolicy, merge_xid_data
 
 KNOWN_POLICY_VERSIONS = (1,)
 
@@ -59,6 +62,10 @@ class Policy(_Strict):
     toolkit: ToolkitPolicy
     kubelet: KubeletPolicy
     os: OsPolicy
+    # XID classes and thresholds: checks/xid_policy_v1.yaml (merged in by load_policy).
+    xid: XidPolicy = XidPolicy()
+    # GPU health thresholds (the `gpu` section of policy_v1.yaml; checks/gpu_policy.py).
+    gpu: GpuPolicy = GpuPolicy()
 
 
 class ResolvedPolicy:
@@ -82,7 +89,7 @@ class ResolvedPolicy:
 
 def default_policy_data(version: int = 1) -> Dict[str, Any]:
     text = importlib.resources.files("checks").joinpath(f"policy_v{version}.yaml").read_text()
-    data = yaml.safe_load(text)
+    data = safe_load(text)
     assert isinstance(data, dict)
     return data
 
@@ -103,4 +110,5 @@ def load_policy(version: int = 1, overrides: Optional[Mapping[str, Any]] = None)
         known = ", ".join(str(v) for v in KNOWN_POLICY_VERSIONS)
         raise ValueError(f"policy_version {version} is not known to this agent (knows: {known})")
     data = _deep_merge(default_policy_data(version), overrides or {})
+    data["xid"] = merge_xid_data(data.get("xid"), version)
     return Policy.model_validate(data)

@@ -5,9 +5,21 @@ Only the command line (the composition root) imports this module.
 from typing import Tuple
 
 from agent.model import Check
+from checks.allocation_owner import ALLOCATION_OWNER
+from checks.cdi_spec_current import CDI_SPEC_CURRENT
+from checks.containerd_cdi import CONTAINERD_CDI
+from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.driver import DRIVER_BRANCH, DRIVER_LIBRARY_MATCH, DRIVER_LOADED
+from checks.gpu_fabric import FABRIC_MANAGER
+from checks.gpu_health import GPU_ECC, GPU_ROW_REMAP, GPU_THERMAL
+from checks.gpu_inventory import DRIVER_PERSISTENCE, GPU_COUNT, MIG_MODE
+from checks.gpu_links import GPU_NVLINK, GPU_PCIE_LINK
+from checks.gpu_xid import GPU_XID
 from checks.kubelet import KUBELET_VERSION
+from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.os_supported import OS_SUPPORTED
+from checks.runtimeclass import RUNTIMECLASS_HANDLER
+from checks.time_sync import TIME_SYNC
 from checks.toolkit import TOOLKIT_VERSION
 
 ALL_CHECKS: Tuple[Check, ...] = (
@@ -17,6 +29,23 @@ ALL_CHECKS: Tuple[Check, ...] = (
     DRIVER_LIBRARY_MATCH,
     TOOLKIT_VERSION,
     KUBELET_VERSION,
+    CONTAINERD_NVIDIA_RUNTIME,
+    CONTAINERD_CDI,
+    CDI_SPEC_CURRENT,
+    ALLOCATION_OWNER,
+    RUNTIMECLASS_HANDLER,
+    TIME_SYNC,
+    GPU_XID,
+    NVML_RESPONSIVE,
+    GPU_COUNT,
+    DRIVER_PERSISTENCE,
+    FABRIC_MANAGER,
+    MIG_MODE,
+    GPU_ECC,
+    GPU_ROW_REMAP,
+    GPU_THERMAL,
+    GPU_PCIE_LINK,
+    GPU_NVLINK,
 )
 
 

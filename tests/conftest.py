@@ -7,6 +7,9 @@ from typing import Any, Dict, List, NamedTuple
 
 import pytest
 
+# The simulated libnvidia-ml's fixtures (nvml_sim, nvml_sim_build) for the NVML tests.
+pytest_plugins = ["tests.nvml_sim.fixtures"]
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 BUNDLES = TESTS / "fixtures" / "bundles"
