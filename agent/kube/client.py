@@ -15,26 +15,15 @@ from urllib.parse import quote
 
 import requests
 
+from agent.kube.errors import ApiError, Unreachable
 from agent.kube.kubeconfig import CredentialError, KubeConfigFile
+
+__all__ = ["ApiError", "KubeClient", "Unreachable"]
 
 log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-
-
-class ApiError(Exception):
-    """An HTTP answer other than 2xx, with the server's own message."""
-
-    def __init__(self, status: int, message: str, retry_after: Optional[float] = None) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-        self.message = message
-        self.retry_after = retry_after
-
-
-class Unreachable(Exception):
-    """No usable answer: connection refused/reset, timeout, TLS failure, credentials failed."""
 
 
 def _status_message(resp: requests.Response) -> str:

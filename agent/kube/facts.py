@@ -11,9 +11,9 @@ Reads are cached for `ttl` seconds so `run` does not LIST RuntimeClasses every c
 
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
-from agent.kube.client import ApiError, KubeClient, Unreachable
+from agent.kube.errors import ApiError, Unreachable
 from agent.kube.kubeconfig import KubeconfigError, load
 from agent.kube.nodename import NODEADM_CONFIGS, resolve_node_name
 
@@ -21,6 +21,9 @@ KUBE_FACTS = ("node", "runtimeclasses")
 DEFAULT_TTL_S = 600.0
 # A check has its own deadline (Check.timeout_s); the API read must finish well within it.
 FACT_TIMEOUT_S = 5.0
+
+if TYPE_CHECKING:
+    from agent.kube.client import KubeClient
 
 
 class KubeFacts:
@@ -59,7 +62,8 @@ class KubeFacts:
         try:
             if self._client is None:
                 kc = load(kcfg.kubeconfig, kcfg.context, min(kcfg.exec_timeout, FACT_TIMEOUT_S))
-                self._client = KubeClient(kc, timeout=min(kcfg.request_timeout, FACT_TIMEOUT_S))
+                timeout = min(kcfg.request_timeout, FACT_TIMEOUT_S)
+                self._client = _client_class()(kc, timeout=timeout)
             if name == "runtimeclasses":
                 answer = self._client.list_runtimeclasses()
                 return {"items": list(answer.get("items") or [])}
@@ -120,3 +124,9 @@ def with_kube_facts(base: Any, config: Any) -> Any:
             _SHARED.clear()
             api = _SHARED[key] = KubeFacts(config)
     return _Chained(base, api)
+
+
+def _client_class() -> "type[KubeClient]":
+    from agent.kube.client import KubeClient  # imports requests: only when a request is made
+
+    return KubeClient

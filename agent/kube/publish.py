@@ -14,13 +14,16 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from agent import nfd
 from agent.kube import reconcile
-from agent.kube.client import ApiError, KubeClient, Unreachable
+from agent.kube.errors import ApiError, Unreachable
 from agent.kube.kubeconfig import KubeconfigError, load
 from agent.kube.nodename import NODEADM_CONFIGS, resolve_node_name
+
+if TYPE_CHECKING:
+    from agent.kube.client import KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +198,7 @@ class Publisher:
             self.node_name, self.node_source = name, source
         if self.client is None:
             kc = load(self.kcfg.kubeconfig, self.kcfg.context, self.kcfg.exec_timeout)
-            self.client = KubeClient(kc, timeout=self.kcfg.request_timeout)
+            self.client = _client_class()(kc, timeout=self.kcfg.request_timeout)
 
     def _read(self, now: float, force: bool = False) -> Dict[str, Any]:
         assert self.client is not None and self.node_name is not None
@@ -317,3 +320,9 @@ def check_verdict(config: Any, report: Any, host: Any, apply: bool = False) -> P
     opens = 1 if report.gate.open else 0
     result.plan = reconcile.plan(report, node if captured else {}, config.kube, opens, time.time())
     return result
+
+
+def _client_class() -> "type[KubeClient]":
+    from agent.kube.client import KubeClient  # imports requests: only when a request is made
+
+    return KubeClient
