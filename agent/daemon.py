@@ -1,0 +1,400 @@
+"""`gpu-node-agent run`: the scheduler, signals, sd_notify and the metrics endpoint.
+
+Threads: the main thread only waits for signals (SIGTERM/SIGINT stop, SIGHUP reloads); the
+scheduler thread ("main loop") runs due checks through the Engine, which gives each check its
+own thread and deadline and never restarts one still running, so a hanging check costs one
+thread and reports `unknown` while the rest go on; the HTTP server serves bytes rendered once
+per Report; the watchdog thread pings systemd only while the main loop makes progress; the
+output pump hands each Report to the Node outputs, so an API outage never stalls checks or
+metrics. The daemon never imports the check registry: the command line passes the checks and
+a loader that validates the config (so a reload validates exactly like a start).
+"""
+import contextlib
+import gc
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+
+from agent import metrics
+from agent.daemon_util import (
+    OutputPump,
+    close_all,
+    malloc_trim,
+    nvidia_majors,
+    verdict_line,
+    xid_counts,
+)
+from agent.engine import Engine, order_checks
+from agent.httpserver import MetricsServer
+from agent.logs import log
+from agent.model import Check, CheckResult, Interval, Status
+from agent.report import Report, build_report
+from agent.sdnotify import Notifier
+from agent.webconfig import WebConfig, load_web_config
+
+EXIT_DRIVER_CHANGED = 75  # EX_TEMPFAIL: Restart=on-failure brings the unit back
+TICK_S = 5.0  # the loop also wakes at once for SIGHUP/SIGTERM and when a cycle is due
+DRIVER_POLL_S = 5.0
+SNAPSHOT_WAIT_S = 5.0
+
+
+@dataclass
+class Generation:
+    """One validated configuration: what the loader returns, what SIGHUP replaces."""
+
+    config: Any  # agent.config.Config
+    origin: Optional[str]
+    policy: Any  # checks.policy.ResolvedPolicy
+    path: str
+    skip: List[str]
+    strict: bool = False
+    web: Optional[WebConfig] = None
+
+
+@dataclass
+class Source:
+    """Where the host comes from; fixed for the life of the process."""
+
+    host_root: Optional[str] = None
+    bundle: Optional[str] = None
+    gpus: Any = None  # a long-lived GpuSource (NvmlClient) or None
+
+
+class Daemon:
+    def __init__(
+        self,
+        checks: Sequence[Check],
+        loader: Callable[[], Generation],
+        source: Source,
+        version: str,
+        logger: logging.Logger,
+        notifier: Optional[Notifier] = None,
+        outputs: Sequence[Any] = (),
+        outputs_factory: Optional[Callable[[Generation], Sequence[Any]]] = None,
+        xid_monitor: Any = None,
+        listen_override: Optional[str] = None,
+        stall_margin_s: float = 30.0,
+    ) -> None:
+        self.checks = list(checks)
+        self.loader = loader
+        self.source = source
+        self.version = version
+        self.log = logger
+        self.notifier = notifier or Notifier()
+        self.outputs_factory = outputs_factory
+        self.xid_monitor = xid_monitor  # agent.xid_monitor.XidMonitor on a live host
+        self._fixed_outputs = list(outputs)
+        self.engine = Engine(self.checks)
+        self.gen = loader()
+        self.gen.web = self._load_web(self.gen.config)
+        self.listen = listen_override or self.gen.config.run.listen_address
+        self.stop_event = threading.Event()
+        self.wake = threading.Event()  # interrupts the loop's wait (signals, stop())
+        self.reload_event = threading.Event()
+        self.exit_code = 0
+        self.results: Dict[str, CheckResult] = {}
+        self.last_run: Dict[str, float] = {}
+        self.report: Optional[Report] = None
+        self.snapshot: Optional[Mapping[str, Any]] = None
+        self.last_success: Optional[float] = None
+        self.cycle_duration: Optional[float] = None
+        self.reload_ok = True
+        self.start_time = time.time()
+        self.ready = False
+        # Progress, for the watchdog: the loop beats every tick; inside a cycle it is making
+        # progress until the engine's own worst case (every wave's slowest deadline) passes.
+        self.heartbeat = time.monotonic()
+        self.cycle_started: Optional[float] = None
+        waves = order_checks(self.checks)
+        self.cycle_bound = sum(max(c.timeout_s for c in w) for w in waves) + stall_margin_s
+        self.stall_margin_s = stall_margin_s
+        self._snap_thread: Optional[threading.Thread] = None
+        self._majors: Optional[Set[Tuple[int, str]]] = None
+        self._next_driver_poll = 0.0
+        made = list(outputs_factory(self.gen)) if outputs_factory else []
+        self._pump = OutputPump(self._fixed_outputs + made, logger)
+        self.server = MetricsServer(self.listen, self.gen.web, self._render())
+
+    # -- configuration -------------------------------------------------------------------
+    def _load_web(self, config: Any) -> Optional[WebConfig]:
+        path = config.run.web_config_file
+        return load_web_config(path) if path else None
+
+    def _reload(self) -> None:
+        try:
+            gen = self.loader()
+            gen.web = self._load_web(gen.config)
+        except Exception as exc:  # ConfigError, WebConfigError, UsageError: all one line
+            self.reload_ok = False
+            log(self.log, logging.ERROR, "config reload failed; keeping the previous config",
+                error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            return
+        if gen.config.run.listen_address != self.gen.config.run.listen_address:
+            log(self.log, logging.WARNING, "listen_address changes need a restart; kept",
+                listen=self.listen)
+        self.gen, self.reload_ok = gen, True
+        self.server.set_web_config(gen.web)
+        if self.outputs_factory is not None:  # the Node outputs follow the new kube/nfd config
+            old = self._pump.outputs
+            self._pump.outputs = self._fixed_outputs + list(self.outputs_factory(gen))
+            close_all(o for o in old if o not in self._fixed_outputs)
+        log(self.log, logging.INFO, "config reloaded", origin=gen.origin or "built-in defaults",
+            path=gen.path)
+
+    # -- the host ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _open_host(self) -> Iterator[Any]:
+        from agent.hosts import live_host, open_host, tree_host
+
+        src = self.source
+        if src.bundle is not None:
+            with open_host(bundle=src.bundle) as host:
+                yield host
+        elif src.host_root is not None:
+            yield tree_host(src.host_root, gpus=src.gpus)
+        else:
+            yield live_host(self.gen.config, gpus=src.gpus)
+
+    def _take_snapshot(self, host: Any, results: Sequence[CheckResult]) -> Any:
+        """The GPU snapshot the GPU checks of this cycle saw (cached per Host), so metrics
+        never cost an NVML call of their own. No GPU check ran: keep the previous one. A GPU
+        check timed out: it is still inside host.gpus(), so asking again would block too;
+        report NVML as timed out (no GPU series, nvml_up 0), as the NVML client does."""
+        gpu_ids = {c.id for c in self.checks if c.uses_gpus}
+        ran = [r for r in results if r.id in gpu_ids and r.status != Status.SKIP]
+        if not ran:
+            return self.snapshot
+        if any(r.details.get("timed_out") for r in ran):
+            return {"schema_version": 1, "gpus": [],
+                    "error": {"kind": "timeout", "message": "a GPU check timed out"}}
+        if self._snap_thread is not None and self._snap_thread.is_alive():
+            return self.snapshot
+        box: Dict[str, Any] = {}
+        self._snap_thread = threading.Thread(
+            target=lambda: box.update(snap=host.gpus()), name="gpu-snapshot", daemon=True
+        )
+        self._snap_thread.start()
+        self._snap_thread.join(SNAPSHOT_WAIT_S)  # cached: instant unless something is wrong
+        return box.get("snap") if "snap" in box else self.snapshot
+
+    # -- one cycle -----------------------------------------------------------------------
+    def run_cycle(self, intervals: Sequence[Interval]) -> Report:
+        gen = self.gen
+        ids = [c.id for c in self.checks if c.interval in intervals]
+        started = time.monotonic()
+        self.cycle_started = started
+        if self.xid_monitor is not None:  # sticky faults first: the checks read them
+            try:
+                self.xid_monitor.cycle(self.snapshot)
+            except Exception as exc:
+                log(self.log, logging.ERROR, "XID monitor failed",
+                    error=f"{type(exc).__name__}: {exc}")
+        try:
+            with self._open_host() as host:
+                results = self.engine.run(host, gen.policy, only=ids, skip=gen.skip)
+                self.snapshot = self._take_snapshot(host, results)
+                description = host.description
+        finally:
+            self.cycle_started = None
+        now = time.time()
+        for r in results:
+            self.results[r.id] = r
+            self.last_run[r.id] = now
+        ordered = [self.results[c.id] for c in self.checks if c.id in self.results]
+        previous = self.report
+        self.report = build_report(ordered, gen.path, gen.strict, description, now, self.version)
+        self.last_success = now
+        self.cycle_duration = time.monotonic() - started
+        self._publish(previous)
+        return self.report
+
+    def _render(self) -> bytes:
+        src = self.source.gpus
+        return metrics.render(metrics.MetricsInput(
+            checks=self.checks, version=self.version, path=self.gen.path, report=self.report,
+            last_run=self.last_run, gpus=self.snapshot,
+            nvml_stats=dict(getattr(src, "stats", None) or {}),
+            xid_counts=self._xid_counts(), last_success=self.last_success,
+            cycle_duration=self.cycle_duration, config_reload_ok=self.reload_ok,
+            start_time=self.start_time,
+        ))
+
+    def _xid_counts(self) -> Dict[Tuple[str, str], int]:
+        """The live monitor's counters (kernel log + NVML events, de-duplicated), else the
+        gpu-xid check's counts (a bundle or tree: no monitor runs there)."""
+        if self.xid_monitor is not None:
+            try:
+                return {(str(g), str(c)): int(n)
+                        for (g, c), n in self.xid_monitor.counter.counts().items()}
+            except Exception:  # metrics must render whatever the monitor's state
+                return {}
+        return xid_counts(self.report)
+
+    def _publish(self, previous: Optional[Report]) -> None:
+        body = self._render()
+        self.server.publish(body)
+        textfile_dir = self.gen.config.run.textfile_dir
+        if textfile_dir:
+            try:
+                metrics.write_textfile(textfile_dir, body)
+            except OSError as exc:
+                log(self.log, logging.ERROR, "cannot write the textfile", dir=textfile_dir,
+                    error=str(exc))
+        report = self.report
+        assert report is not None
+        self._log_changes(previous, report)
+        status = verdict_line(report)
+        first = not self.ready
+        if first:
+            self.ready = True
+            self.notifier.ready(status)
+            log(self.log, logging.INFO, "first full run done", listen=self.listen,
+                port=self.server.port, verdict=status)
+        else:
+            self.notifier.status(status)
+        self._pump.offer(report)
+        # A cycle leaves cyclic garbage (ctypes/pyudev handles, hosts) that, with so few
+        # allocations between cycles, would wait long for a full collection: collect it now,
+        # while nobody waits. Then, once, move the start-up heap (modules, pydantic models,
+        # the registry) out of the collector's view so no scrape pays for scanning it.
+        gc.collect()
+        malloc_trim()
+        if first:
+            gc.freeze()
+
+    def _log_changes(self, previous: Optional[Report], report: Report) -> None:
+        before = {r.id: r.status for r in previous.results} if previous else {}
+        for r in report.results:
+            if previous is not None and before.get(r.id) != r.status:
+                log(self.log, logging.INFO, "check changed", check=r.id,
+                    old=str(before.get(r.id, "none")), new=str(r.status), summary=r.summary)
+        if previous is not None and previous.gate.open != report.gate.open:
+            log(self.log, logging.WARNING if not report.gate.open else logging.INFO,
+                "gate changed", path=report.path, open=report.gate.open,
+                blocking=",".join(report.gate.blocking))
+
+    # -- the driver appearing after start ------------------------------------------------
+    def _driver_appeared(self) -> bool:
+        """DeviceAllow=char-nvidia* is resolved from /proc/devices when the unit starts: an
+        NVIDIA major that appears later is denied by the device cgroup. Exit (75) so that
+        Restart=on-failure starts the unit again with the new major allowed."""
+        if self.source.bundle is not None or not self.gen.config.run.exit_on_new_driver:
+            return False
+        now = time.monotonic()
+        if now < self._next_driver_poll:
+            return False
+        self._next_driver_poll = now + DRIVER_POLL_S
+        root = self.source.host_root or "/"
+        try:
+            with open(os.path.join(root, "proc/devices"), encoding="utf-8") as fh:
+                current = nvidia_majors(fh.read())
+        except OSError:
+            return False
+        if self._majors is None:
+            self._majors = current
+            return False
+        new = current - self._majors
+        if new:
+            log(self.log, logging.WARNING,
+                "NVIDIA driver loaded after start; exiting so systemd restarts the unit and "
+                "allows the new devices", majors=",".join(f"{m}:{n}" for m, n in sorted(new)))
+            return True
+        return False
+
+    # -- the main loop -------------------------------------------------------------------
+    def making_progress(self) -> bool:
+        now = time.monotonic()
+        started = self.cycle_started
+        if started is not None:
+            return now - started < self.cycle_bound
+        return now - self.heartbeat < TICK_S * 3 + self.stall_margin_s
+
+    def loop(self) -> None:
+        periods = {Interval.FAST: self.gen.config.run.fast_interval,
+                   Interval.SLOW: self.gen.config.run.slow_interval}
+        due: Dict[Interval, Optional[float]] = {iv: 0.0 for iv in Interval}
+        self._driver_appeared()  # baseline before the first cycle
+        while not self.stop_event.is_set():
+            self.heartbeat = time.monotonic()
+            if self.reload_event.is_set():
+                self.reload_event.clear()
+                self._reload()
+                periods = {Interval.FAST: self.gen.config.run.fast_interval,
+                           Interval.SLOW: self.gen.config.run.slow_interval}
+                due = {iv: 0.0 for iv in Interval}  # a new config re-runs everything once
+            now = time.monotonic()
+            ready = [iv for iv, t in due.items() if t is not None and t <= now]
+            if ready:
+                try:
+                    self.run_cycle(ready)
+                except Exception as exc:  # never let one bad cycle end the agent
+                    log(self.log, logging.ERROR, "check cycle failed",
+                        error=f"{type(exc).__name__}: {exc}")
+                for iv in ready:
+                    due[iv] = None if iv == Interval.BOOTSTRAP else now + periods[iv]
+            if self._driver_appeared():
+                self.exit_code = EXIT_DRIVER_CHANGED
+                self.stop()
+                break
+            self.heartbeat = time.monotonic()
+            pending = [t for t in due.values() if t is not None]
+            wait = min([TICK_S] + [max(0.0, t - time.monotonic()) for t in pending])
+            self.wake.wait(wait)
+            self.wake.clear()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.wake.set()
+
+    def request_reload(self) -> None:
+        self.reload_event.set()
+        self.wake.set()
+
+    def _watchdog(self, period: float) -> None:
+        while not self.stop_event.wait(period / 2):
+            if self.making_progress():
+                self.notifier.watchdog()
+
+    def serve(self, install_signals: bool = True, stop_timeout_s: float = 4.0) -> int:
+        """Run until SIGTERM/SIGINT (or stop_event); the process exit code."""
+        if install_signals:
+            signal.signal(signal.SIGTERM, lambda *_: self.stop())
+            signal.signal(signal.SIGINT, lambda *_: self.stop())
+            signal.signal(signal.SIGHUP, lambda *_: self.request_reload())
+        self.server.start()
+        log(self.log, logging.INFO, "listening", address=self.listen, port=self.server.port,
+            tls=bool(self.gen.web and self.gen.web.ssl_context),
+            basic_auth=bool(self.gen.web and self.gen.web.auth_required))
+        threads = [threading.Thread(target=self.loop, name="main-loop", daemon=True)]
+        if self.notifier.watchdog_s:
+            threads.append(threading.Thread(
+                target=self._watchdog, args=(self.notifier.watchdog_s,), name="watchdog",
+                daemon=True))
+        self._pump.start()
+        for t in threads:
+            t.start()
+        while not self.stop_event.wait(5.0):  # signal handlers interrupt the wait
+            pass
+        self.notifier.stopping()
+        log(self.log, logging.INFO, "stopping")
+        threads[0].join(stop_timeout_s / 2)  # mid-cycle it may be waiting on a deadline
+        self.server.stop()
+        self._pump.stop()
+        close_all(self._pump.outputs)
+        closer = getattr(self.source.gpus, "close", None)
+        if closer is not None:  # kills the NVML worker; bounded, it may hold a lock
+            t = threading.Thread(target=closer, name="nvml-close", daemon=True)
+            t.start()
+            t.join(stop_timeout_s / 2)
+        return self.exit_code
+
+
+def run_main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -> int:
+    """`gpu-node-agent run` from the command line's parsed args (agent/daemon_main.py)."""
+    from agent.daemon_main import main
+
+    return main(args, checks, loader)

@@ -1,0 +1,85 @@
+"""Assembles `gpu-node-agent run` (agent/daemon.py) from the command line's arguments."""
+import logging
+from typing import Any, Callable, List, Sequence
+
+from agent.daemon import Daemon, Generation, Source
+from agent.logs import log
+from agent.model import Check
+
+
+def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -> int:
+    """`gpu-node-agent run`, from the command line's parsed args: the NVML client, the Node
+    outputs and the XID monitor for a live host, then the Daemon until SIGTERM."""
+    from agent.config import ConfigError
+    from agent.logs import setup
+    from agent.version import version
+    from agent.webconfig import WebConfigError
+
+    logger = setup(debug=getattr(args, "debug", False))
+    gen = loader()  # a bad config at start is exit 2 (ConfigError), not a log line
+    gpus = None
+    if (args.host_root is None and args.bundle is None) or getattr(args, "nvml", False):
+        from agent.nvml_client import NvmlClient
+
+        g = gen.config.gpu
+        gpus = NvmlClient(deadline_s=g.nvml_deadline_s, first_deadline_s=g.nvml_first_deadline_s,
+                          maintenance_flag=g.maintenance_flag)
+    first = [gen]
+
+    def load_once() -> Generation:  # the first call reuses the validated start config
+        return first.pop() if first else loader()
+
+    live = args.host_root is None and args.bundle is None
+    try:
+        daemon = Daemon(checks, load_once, Source(args.host_root, args.bundle, gpus), version(),
+                        logger, listen_override=getattr(args, "listen_address", None),
+                        outputs_factory=_node_outputs(args, live),
+                        xid_monitor=_xid_monitor(gen, logger) if live else None)
+    except WebConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    except OSError as exc:
+        listen = getattr(args, "listen_address", None) or gen.config.run.listen_address
+        raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
+    return daemon.serve()
+
+
+def _node_outputs(args: Any, live: bool) -> Callable[[Generation], List[Any]]:
+    """The Node verdict (labels, condition, NFD file: agent/kube/publish.py) for each Report.
+    On a fixture (--bundle/--host-root) only when the config names the kubeconfig or NFD path
+    itself: a fixture's verdict must never land on the developer's own Node by default."""
+
+    def make(gen: Generation) -> List[Any]:
+        kube, nfd = gen.config.kube, gen.config.nfd
+        wanted = kube.enabled or nfd.enabled
+        if not live:
+            wanted = (kube.enabled and "kubeconfig" in kube.model_fields_set) or (
+                nfd.enabled and "path" in nfd.model_fields_set)
+        if not wanted:
+            return []
+        from agent.kube.publish import Publisher
+
+        host = None
+        if args.host_root is not None:
+            from agent.hosts import tree_host
+
+            host = tree_host(args.host_root)
+        return [Publisher(gen.config, dry_run=bool(getattr(args, "dry_run", False)), host=host)]
+
+    return make
+
+
+def _xid_monitor(gen: Generation, logger: logging.Logger) -> Any:
+    """Sticky XID/ECC faults and XID counters from the kernel log (live host only: it writes
+    /var/lib/gpu-node-agent and reads /dev/kmsg)."""
+    try:
+        from agent.state import StateStore
+        from agent.xid_monitor import XidMonitor
+
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            boot_id = fh.read().strip()
+        monitor = XidMonitor(StateStore(gen.config.state_dir, boot_id), gen.policy.policy.xid)
+        monitor.start()
+        return monitor
+    except Exception as exc:  # no kernel log, no state dir: the rest of the agent still runs
+        log(logger, logging.ERROR, "XID monitor unavailable", error=f"{type(exc).__name__}: {exc}")
+        return None
