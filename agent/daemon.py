@@ -385,6 +385,9 @@ class Daemon:
         self.server.stop()
         self._pump.stop()
         close_all(self._pump.outputs)
+        stopper = getattr(self.xid_monitor, "stop", None)
+        if stopper is not None:  # ends the NVML event worker and the kernel-log reader
+            stopper()
         closer = getattr(self.source.gpus, "close", None)
         if closer is not None:  # kills the NVML worker; bounded, it may hold a lock
             t = threading.Thread(target=closer, name="nvml-close", daemon=True)

@@ -72,14 +72,11 @@ def _xid_monitor(gen: Generation, logger: logging.Logger) -> Any:
     """Sticky XID/ECC faults and XID counters from the kernel log (live host only: it writes
     /var/lib/gpu-node-agent and reads /dev/kmsg)."""
     try:
-        from agent.state import StateStore
-        from agent.xid_monitor import XidMonitor
+        from agent.xid_monitor import start_for_daemon
 
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
-            boot_id = fh.read().strip()
-        monitor = XidMonitor(StateStore(gen.config.state_dir, boot_id), gen.policy.policy.xid)
-        monitor.start()
-        return monitor
+        # Kernel log plus NVML XID events from their own worker (NVML misses 79/119/120, the
+        # kernel log misses nothing but arrives later; agent/xid.py de-duplicates them).
+        return start_for_daemon(gen.config, gen.policy.policy.xid)
     except Exception as exc:  # no kernel log, no state dir: the rest of the agent still runs
         log(logger, logging.ERROR, "XID monitor unavailable", error=f"{type(exc).__name__}: {exc}")
         return None
