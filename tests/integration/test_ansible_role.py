@@ -5,7 +5,6 @@ ordering and NodeConfig snippet, argument_specs, and a pytest-testinfra verify s
 import json
 import shutil
 import subprocess
-import warnings
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -17,7 +16,7 @@ from tests.ansible.verify_role import BIN, CONFIG, verify
 pytestmark = pytest.mark.integration
 
 BUNDLES = harness.REPO / "tests" / "fixtures" / "bundles"
-HEALTHY = BUNDLES / "host-healthy"
+HEALTHY = BUNDLES / "full-healthy-dra"  # every check passes (tests/checks/test_full_hosts.py)
 NO_DRIVER = BUNDLES / "host-no-driver"
 REPO_UNIT = harness.REPO / "systemd" / "gpu-node-agent.service"
 
@@ -56,14 +55,12 @@ def converged(ansible_ok, unit_src, tmp_path_factory) -> Dict[str, Any]:
         "gpu_node_agent_python": harness.sys.executable,
         "gpu_node_agent_gate_bundle": str(HEALTHY),
     }
-    # host-healthy is the lead's healthy host; checks added after it was last updated may not
-    # be covered by it yet. Those (only those, named in a warning) are left out of the passing
-    # gate. The checkout's own agent decides, with the config the role writes (the defaults).
+    # The healthy host passes every check with the config the role writes (the defaults), so
+    # the passing gate skips nothing: the agent itself confirms it first.
     from tests.conftest import run_cli
 
     gaps = run_cli(["check", "--format", "json", "--config", "/dev/null", "--bundle", str(HEALTHY)]).json()["gate"]["blocking"]
-    if gaps:
-        warnings.warn(f"host-healthy does not pass {gaps} yet: the passing gate skips them", stacklevel=1)
+    assert gaps == [], f"{HEALTHY.name} no longer passes {gaps}"
     base["gpu_node_agent_gate_skip"] = gaps
     runs = [harness.playbook(work / "run", base) for _ in range(2)]
     return {"work": work, "prefix": prefix, "vars": base, "runs": runs, "gaps": gaps,
