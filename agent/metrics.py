@@ -282,21 +282,8 @@ def write_textfile(directory: str, body: bytes, name: str = "gpu_node_agent.prom
     """node_exporter's textfile collector: write to a temp file in the same directory and
     rename, so the collector never reads a half-written file (its docs say exactly this).
     The exposition carries no timestamps (the collector rejects them)."""
-    import contextlib
     import os
-    import tempfile
 
-    target = os.path.join(directory, name)
-    fd, tmp = tempfile.mkstemp(prefix=".gpu_node_agent.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(body)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return target
+    from agent.atomic import write_atomic
+
+    return write_atomic(os.path.join(directory, name), body, prefix=".gpu_node_agent.")

@@ -12,11 +12,10 @@ half a file. The temp file lives in the parent of features.d (same filesystem) s
 nfd-worker, which reads every file in features.d, never sees it.
 """
 
-import contextlib
 import os
-import tempfile
 from typing import Dict, Mapping, Optional
 
+from agent.atomic import write_atomic
 from agent.kube.reconcile import rfc3339
 
 HEADER = "# written by gpu-node-agent: do not edit (docs/kubernetes.md)"
@@ -55,18 +54,9 @@ def read_labels(path: str) -> Optional[Dict[str, str]]:
 def write(path: str, labels: Mapping[str, Optional[str]], expires_at: float) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".gpu-node-agent.", dir=os.path.dirname(directory))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(render(labels, expires_at))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    # The temp file lives beside features.d, not in it: nfd-worker reads every file there.
+    write_atomic(path, render(labels, expires_at).encode("utf-8"),
+                 tmp_dir=os.path.dirname(directory))
 
 
 def remove(path: str) -> bool:

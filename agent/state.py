@@ -16,14 +16,14 @@ stops it from finding the cleared XID again.
 """
 
 import contextlib
-import errno
 import fcntl
 import json
 import logging
 import os
-import tempfile
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+
+from agent.atomic import write_atomic
 
 DEFAULT_STATE_DIR = "/var/lib/gpu-node-agent"
 STATE_FILE = "sticky.json"
@@ -130,20 +130,8 @@ class StateStore:
         os.makedirs(self.dir, mode=0o755, exist_ok=True)
         payload = dict(state)
         payload["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        fd, tmp = tempfile.mkstemp(prefix=".sticky.", suffix=".tmp", dir=self.dir)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(payload, fh, indent=1, sort_keys=True)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(self.dir)
+        text = json.dumps(payload, indent=1, sort_keys=True) + "\n"
+        write_atomic(self.path, text.encode("utf-8"), prefix=".sticky.")
 
     def update(self, change: Callable[[Dict[str, Any]], Any]) -> Dict[str, Any]:
         """Lock, load what is on disk, apply ``change``, save. Returns the new state."""
@@ -154,20 +142,6 @@ class StateStore:
             del state["clears"][:-MAX_CLEARS]
             self.save(state)
             return state
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError as exc:  # some filesystems refuse fsync on a directory
-        if exc.errno not in (errno.EINVAL, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
 
 
 # -- what the file holds ------------------------------------------------------------------
