@@ -6,23 +6,13 @@
 # - Debian trixie's containerd (1.7) .deb, downloaded from the Debian mirror this machine's apt
 #   already uses and unpacked (not installed) into $DEST: the oracle for enable_cdi.
 set -euo pipefail
+# shellcheck source=.ci/lib.sh
+. "$(dirname "$0")/../lib.sh"
 DEST=${GNA_CONTAINERD17_DIR:-/opt/gpu-node-agent-ci/containerd-trixie}
 
 if ! command -v containerd >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1 \
     || [ ! -x /usr/bin/busybox ] || ! command -v ctr >/dev/null 2>&1; then
-  guard=""
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    # Refuse service starts during the install (invoke-rc.d(8)): only the tests' daemons run.
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-    chmod 755 /usr/sbin/policy-rc.d
-    guard=/usr/sbin/policy-rc.d
-  fi
-  trap '[ -n "$guard" ] && rm -f "$guard"' EXIT
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    containerd runc busybox-static
-  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-    systemctl disable --now containerd.service >/dev/null 2>&1 || true
-  fi
+  install_without_services containerd.service containerd runc busybox-static
 fi
 
 if [ -x "$DEST/root/usr/bin/containerd" ] && "$DEST/root/usr/bin/containerd" --version | grep -q ' 1\.7\.'; then

@@ -6,6 +6,8 @@
 # install when the machine has none (the Debian convention, invoke-rc.d(8)). systemd provides
 # systemd-analyze for the unit tests (verify, security --offline=yes).
 set -euo pipefail
+# shellcheck source=.ci/lib.sh
+. "$(dirname "$0")/../lib.sh"
 need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
@@ -15,17 +17,5 @@ command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 if [ "${#need[@]}" -eq 0 ]; then
   exit 0
 fi
-guard=""
-if [ ! -e /usr/sbin/policy-rc.d ]; then
-  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-  chmod 755 /usr/sbin/policy-rc.d
-  guard=/usr/sbin/policy-rc.d
-fi
-trap '[ -n "$guard" ] && rm -f "$guard"' EXIT
 # shellcheck disable=SC2068  # word splitting of the package list is intended
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${need[@]}
-# A packaged service that did start anyway (systemd as PID 1 ignores policy-rc.d for
-# deb-systemd-invoke) is stopped, so only the tests' own processes run.
-if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-  systemctl disable --now prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
-fi
+install_without_services "prometheus.service prometheus-node-exporter.service" ${need[@]}
