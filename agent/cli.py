@@ -60,13 +60,9 @@ def _validate_ids(ids: Sequence[str], known: Sequence[str], flag: str) -> None:
         )
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    from agent.engine import Engine
-    from agent.hosts import open_host
-    from agent.outputs import render_json, render_text
-    from agent.report import build_report
-    from agent.version import version
-
+def _evaluation(args: argparse.Namespace, checks: Sequence[Any]) -> Any:
+    """(config, origin, path, skip ids, resolved policy) for `check` and `run`; raises
+    ConfigError/UsageError (exit 2) on a bad file, path or id."""
     if args.config is None and (args.bundle or args.host_root):
         # A bundle or tree is evaluated on its own terms: this machine's default config is
         # not mixed in (pass --config to apply one). See docs/config.md.
@@ -76,13 +72,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         config, origin = _load_config(args.config)
     path = args.path or config.allocation_path
-    checks = _registry()
-    known = [c.id for c in checks]
-    only = _ids(args.only) or None
     skip = _ids(args.skip) + list(config.skip)
-    _validate_ids(only or [], known, "--only")
-    _validate_ids(skip, known, "--skip" if args.skip else f"{origin}: skip")
-    policy = resolve_policy(config, origin, path)
+    _validate_ids(skip, [c.id for c in checks], "--skip" if args.skip else f"{origin}: skip")
+    return config, origin, path, skip, resolve_policy(config, origin, path)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from agent.engine import Engine
+    from agent.hosts import open_host
+    from agent.outputs import render_json, render_text
+    from agent.report import build_report
+    from agent.version import version
+
+    checks = _registry()
+    config, origin, path, skip, policy = _evaluation(args, checks)
+    only = _ids(args.only) or None
+    _validate_ids(only or [], [c.id for c in checks], "--only")
     with open_host(args.host_root, args.bundle, config) as host:
         results = Engine(checks).run(host, policy, only=only, skip=skip)
         report = build_report(
@@ -159,14 +164,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from agent import daemon
 
     checks = _registry()
-    known = [c.id for c in checks]
 
     def load() -> Any:
-        config, origin = _load_config(args.config)
-        skip = _ids(args.skip) + list(config.skip)
-        _validate_ids(skip, known, "--skip" if args.skip else f"{origin}: skip")
-        path = args.path or config.allocation_path
-        policy = resolve_policy(config, origin, path)
+        config, origin, path, skip, policy = _evaluation(args, checks)
         return daemon.Generation(config, origin, policy, path, skip, strict=args.strict)
 
     return daemon.run_main(args, checks, load)
@@ -214,21 +214,26 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluation_options(cmd: argparse.ArgumentParser) -> None:
+    """What `check` and `run` share: where the host is, which config, path, skips, strict."""
+    cmd.add_argument("--config", help="config file (default /etc/gpu-node-agent/config.yaml)")
+    where = cmd.add_mutually_exclusive_group()
+    where.add_argument("--host-root", metavar="DIR", help="a bare tree (files only)")
+    where.add_argument("--bundle", metavar="B", help="a bundle (directory or .tar.gz)")
+    cmd.add_argument("--path", choices=PATHS, help="allocation path (default from config: dra)")
+    cmd.add_argument("--skip", metavar="IDS", help="comma-separated check ids to skip")
+    cmd.add_argument("--strict", action="store_true", help="warnings close the gate too")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpu-node-agent", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks on internal errors")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     check = sub.add_parser("check", help="validate this host (or a bundle) for GPU work")
-    check.add_argument("--config", help="config file (default /etc/gpu-node-agent/config.yaml)")
-    where = check.add_mutually_exclusive_group()
-    where.add_argument("--host-root", metavar="DIR", help="evaluate a bare tree (files only)")
-    where.add_argument("--bundle", metavar="B", help="evaluate a bundle (directory or .tar.gz)")
-    check.add_argument("--path", choices=PATHS, help="allocation path (default from config: dra)")
+    _evaluation_options(check)
     check.add_argument("--only", metavar="IDS", help="comma-separated check ids to run")
-    check.add_argument("--skip", metavar="IDS", help="comma-separated check ids to skip")
     check.add_argument("--format", choices=("text", "json"), default="text")
-    check.add_argument("--strict", action="store_true", help="warnings close the gate too")
     check.add_argument(
         "--apply", action="store_true", help="write the labels and condition to this Node"
     )
@@ -245,13 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.set_defaults(func=cmd_explain)
 
     run = sub.add_parser("run", help="the agent: re-run checks, serve metrics, notify systemd")
-    run.add_argument("--config", help="config file (default /etc/gpu-node-agent/config.yaml)")
-    rwhere = run.add_mutually_exclusive_group()
-    rwhere.add_argument("--host-root", metavar="DIR", help="watch a bare tree (files only)")
-    rwhere.add_argument("--bundle", metavar="B", help="watch a bundle (re-read each cycle)")
-    run.add_argument("--path", choices=PATHS, help="allocation path (default from config)")
-    run.add_argument("--skip", metavar="IDS", help="comma-separated check ids to skip")
-    run.add_argument("--strict", action="store_true", help="warnings close the gate too")
+    _evaluation_options(run)
     run.add_argument("--listen-address", metavar="HOST:PORT", help="overrides run.listen_address")
     run.add_argument("--dry-run", action="store_true", help="compute Node changes, write none")
     # Tests: the NVML worker (simulated library) beside --host-root; a live host always has it.
