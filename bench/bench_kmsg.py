@@ -28,29 +28,12 @@ from agent.kernel_source import DeviceSource  # noqa: E402
 from agent.state import StateStore  # noqa: E402
 from agent.xid_monitor import XidMonitor  # noqa: E402
 from checks.xid_policy import load_xid_policy  # noqa: E402
-
-MSG = ("NVRM: Xid (PCI:0000:2a:00): 13, pid={pid}, name=train, Graphics SM Warp Exception on "
-       "(GPC 1, TPC 0, SM 1): Out Of Range Address")
-
-
-class Burst:
-    def __init__(self, n, epipe_at, drop):
-        self.n, self.seq, self.epipe_at, self.drop = n, 0, epipe_at, drop
-
-    def read(self, size):
-        if self.epipe_at is not None and self.seq == self.epipe_at:
-            self.epipe_at = None
-            self.seq += self.drop
-            raise BrokenPipeError(32, "Broken pipe")
-        if self.seq >= self.n:
-            raise BlockingIOError(11, "EAGAIN")
-        self.seq += 1
-        return f"3,{self.seq},{self.seq * 10},-;{MSG.format(pid=self.seq % 7)}\n".encode()
+from tests.kmsg_double import XID13, BurstDevice  # noqa: E402
 
 
 def agent_path(n, drop):
     mon = XidMonitor(StateStore(tempfile.mkdtemp(prefix="bench-kmsg-"), "b"), load_xid_policy(),
-                     DeviceSource(device=Burst(n, n // 2, drop)))
+                     DeviceSource(device=BurstDevice(n, n // 2, drop)))
     mon.start()
     mon.gpus.update({"gpus": [{"index": 1, "uuid": "GPU-1", "pci_bus_id": "00000000:2A:00.0"}]})
     counted = mon.poll()
@@ -60,7 +43,7 @@ def agent_path(n, drop):
 
 
 def floor(n, drop):
-    dev, got = Burst(n, n // 2, drop), 0
+    dev, got = BurstDevice(n, n // 2, drop), 0
     while True:
         try:
             dev.read(8192)
@@ -72,7 +55,7 @@ def floor(n, drop):
 
 
 def regex_scan(n, drop):
-    text = "".join(f"[{i * 10e-6:12.6f}] {MSG.format(pid=i % 7)}\n" for i in range(1, n + 1))
+    text = "".join(f"[{i * 10e-6:12.6f}] {XID13.format(pid=4000 + i % 7)}\n" for i in range(1, n + 1))
     return len(re.findall(r"NVRM: Xid \(PCI:[^)]*\): (\d+),", text))
 
 

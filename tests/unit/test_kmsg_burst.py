@@ -9,27 +9,9 @@ from agent.kernel_source import DeviceSource
 from agent.state import StateStore
 from agent.xid_monitor import XidMonitor
 from checks.xid_policy import load_xid_policy
+from tests.kmsg_double import BurstDevice
 
 N = 10_000
-
-
-class BurstDevice:
-    """Generates records lazily (a pre-built list would dominate the memory measured)."""
-
-    def __init__(self, n, epipe_at=None, drop=0):
-        self.n, self.seq, self.epipe_at, self.drop = n, 0, epipe_at, drop
-
-    def read(self, size):
-        if self.epipe_at is not None and self.seq == self.epipe_at:
-            self.epipe_at = None
-            self.seq += self.drop
-            raise BrokenPipeError(32, "Broken pipe")
-        if self.seq >= self.n:
-            raise BlockingIOError(11, "EAGAIN")
-        self.seq += 1
-        msg = (f"NVRM: Xid (PCI:0000:2a:00): 13, pid={4000 + self.seq % 7}, name=train, "
-               f"Graphics SM Warp Exception on (GPC 1, TPC 0, SM 1): Out Of Range Address")
-        return f"3,{self.seq},{1_000_000 + self.seq * 10},-;{msg}\n".encode()
 
 
 def monitor(tmp_path, device):
