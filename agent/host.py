@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
+from agent.boundedio import DEFAULT_CAP, ReadCapExceeded, read_bytes_capped
+
 MAX_SYMLINK_HOPS = 40  # the kernel's own limit (ELOOP), see path_resolution(7)
-MAX_READ_BYTES = 8 * 1024 * 1024  # no file a check reads is this large; bounds a hostile bundle
+MAX_READ_BYTES = DEFAULT_CAP  # no file a check reads is this large; bounds a hostile bundle
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ class Host:
         self.description = description or str(self.root)
         self._gpu_snapshot: Optional[Mapping[str, Any]] = None
         self._gpu_taken = False
+        # Files a read cap refused, for the report's warnings (one line per file).
+        self.read_warnings: List[str] = []
 
     # -- files -------------------------------------------------------------------------
     def real_path(self, path: str) -> Path:
@@ -157,8 +161,15 @@ class Host:
         return self.root.joinpath(*resolved)
 
     def read_bytes(self, path: str, limit: int = MAX_READ_BYTES) -> bytes:
-        with open(self.real_path(path), "rb") as fh:
-            return fh.read(limit)
+        """The whole file (page-sized reads to EOF; regular files only). Past ``limit`` it
+        raises ReadCapExceeded and records a warning naming the file: never a silent cut."""
+        try:
+            return read_bytes_capped(self.real_path(path), limit)
+        except ReadCapExceeded:
+            note = f"{path}: larger than the {limit}-byte read cap; not read"
+            if note not in self.read_warnings:
+                self.read_warnings.append(note)
+            raise
 
     def read_text(self, path: str) -> str:
         """The file's text (UTF-8, undecodable bytes replaced). Raises OSError if absent."""
