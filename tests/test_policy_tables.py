@@ -1,0 +1,336 @@
+"""Every row of the policy's driver, toolkit, kubelet, OS and gating tables, asserted against an
+expectation written here by hand from the public sources, never read from policy_v1.yaml.
+
+A changed number fails a test whose id names the row (``driver-minimum[operator-clusterpolicy]``),
+and each row is also checked through the check that uses it (a driver exactly at the minimum
+passes, one branch below fails), so a row that the check stopped reading fails too.
+
+Sources (read 2026-11):
+- driver minimums: NVIDIA DRA Driver for GPUs, "Prerequisites" (standalone install: driver 565
+  or later); GPU Operator 25.10 release notes (DRA through the operator: driver 580 or later);
+  device-plugin and ClusterPolicy paths: R535, the oldest long-term support branch NVIDIA's
+  "Supported Drivers and CUDA Toolkit Versions" page still listed in 2025.
+- branch lifecycle: NVIDIA "Driver Lifecycle" (docs.nvidia.com/datacenter/tesla/drivers/):
+  R535 LTSB until June 2026, R570 production branch until February 2026, R580 LTSB until
+  August 2028; "all other previous driver branches not listed are end of life".
+- toolkit: NVIDIA Container Toolkit v1.18.0 release notes (first release with the
+  nvidia-cdi-refresh units the DRA driver relies on).
+- kubelet: Kubernetes v1.34 release (DRA GA); 1.34.2 the first patch the DRA driver documents.
+- OS: EKS Hybrid Nodes "Prepare operating system" (Ubuntu 22.04/24.04, RHEL 8/9, AL2023) with
+  the NVIDIA data center driver's supported distributions; Ubuntu 20.04 deprecated.
+"""
+import datetime
+from typing import Dict, Optional, Tuple
+
+import pytest
+
+from agent.bundle import RecordedCommands
+from agent.host import Host
+from agent.model import CheckResult, Severity, Status
+from agent.report import evaluate_gate
+from checks.driver import DRIVER_BRANCH
+from checks.kubelet import KUBELET_VERSION
+from checks.policy import ResolvedPolicy, load_policy
+from checks.registry import ALL_CHECKS
+from checks.toolkit import TOOLKIT_VERSION
+
+PATHS = ("device-plugin", "dra", "operator-clusterpolicy", "operator-gpucluster")
+# Before R535's end of life (2026-06-30), so "meets the minimum" is a plain pass everywhere.
+BEFORE_535_EOL = datetime.date(2026, 1, 15)
+
+# -- driver ---------------------------------------------------------------------------------
+EXPECTED_DRIVER_MINIMUM: Dict[str, int] = {
+    "device-plugin": 535,
+    "dra": 565,
+    "operator-clusterpolicy": 535,
+    "operator-gpucluster": 580,
+}
+# branch -> (kind, end of life date or None, listed as ended without a date)
+EXPECTED_BRANCHES: Dict[int, Tuple[str, Optional[str], bool]] = {
+    470: ("ltsb", None, True),
+    525: ("production", None, True),
+    535: ("ltsb", "2026-06-30", False),
+    545: ("feature", None, True),
+    550: ("production", None, True),
+    555: ("feature", None, True),
+    560: ("feature", None, True),
+    565: ("feature", None, True),
+    570: ("production", "2026-02-28", False),
+    575: ("feature", None, True),
+    580: ("ltsb", "2028-08-31", False),
+}
+EXPECTED_TOOLKIT_MINIMUM: Dict[str, Optional[str]] = {
+    "device-plugin": None,
+    "dra": "1.18.0",
+    "operator-clusterpolicy": None,
+    "operator-gpucluster": "1.18.0",
+}
+EXPECTED_KUBELET_MINIMUM: Dict[str, Optional[str]] = {
+    "device-plugin": None,
+    "dra": "1.34.2",
+    "operator-clusterpolicy": None,
+    "operator-gpucluster": "1.34.2",
+}
+EXPECTED_OS_SUPPORTED = {("ubuntu", ("22.04", "24.04")), ("rhel", ("8", "9")), ("amzn", ("2023",))}
+EXPECTED_OS_DEPRECATED = {("ubuntu", ("20.04",))}
+
+# -- gating matrix: check id -> (severity, paths it gates) ----------------------------------
+ALL = frozenset(PATHS)
+DP_CP = frozenset({"device-plugin", "operator-clusterpolicy"})
+DRA_GC = frozenset({"dra", "operator-gpucluster"})
+C, W = "critical", "warning"
+EXPECTED_GATING: Dict[str, Tuple[str, frozenset]] = {
+    "os-supported": (W, ALL),
+    "driver-loaded": (C, ALL),
+    "driver-branch": (C, ALL),
+    "driver-library-match": (C, ALL),
+    "nvml-responsive": (C, ALL),
+    "gpu-count": (C, ALL),
+    "driver-persistence": (W, ALL),
+    "fabric-manager": (C, ALL),
+    "toolkit-version": (C, ALL),
+    "containerd-nvidia-runtime": (C, DP_CP),
+    "containerd-cdi": (C, DRA_GC),
+    "cdi-spec-current": (C, ALL),
+    "kubelet-version": (C, DRA_GC),
+    "allocation-owner": (C, ALL),
+    "mig-mode": (C, ALL),
+    "runtimeclass-handler": (C, DP_CP),
+    "time-sync": (C, ALL),
+    "gpu-xid": (C, ALL),
+    "gpu-ecc": (C, ALL),
+    "gpu-row-remap": (C, ALL),
+    "gpu-thermal": (W, ALL),
+    "gpu-pcie-link": (W, ALL),
+    "gpu-nvlink": (W, ALL),
+}
+
+
+def _policy():
+    return load_policy(1)
+
+
+def _resolved(path: str, today: datetime.date = BEFORE_535_EOL) -> ResolvedPolicy:
+    return ResolvedPolicy(_policy(), path, today=today)
+
+
+def _driver_host(tmp_path, version: str) -> Host:
+    proc = tmp_path / "root" / "proc" / "driver" / "nvidia"
+    proc.mkdir(parents=True)
+    # The proprietary module's line (NVIDIA driver README, /proc/driver/nvidia/version).
+    (proc / "version").write_text(
+        f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Tue Jun 23 00:00:00 UTC 2026\n"
+        "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n"
+    )
+    return Host(tmp_path / "root")
+
+
+def _commands_host(tmp_path, argv, stdout: str, rc: int = 0) -> Host:
+    (tmp_path / "root").mkdir(parents=True, exist_ok=True)
+    records = [{"argv": list(argv), "rc": rc, "stdout": stdout, "stderr": ""}]
+    return Host(tmp_path / "root", commands=RecordedCommands(records, "test"))
+
+
+# -- driver rows ----------------------------------------------------------------------------
+@pytest.mark.parametrize("path", PATHS, ids=[f"driver-minimum[{p}]" for p in PATHS])
+def test_driver_minimum_row(path):
+    """Catches the mutations 'operator-clusterpolicy driver minimum 535 -> 580' and
+    'device-plugin driver minimum 535 -> 550': each row is compared with the sources."""
+    assert _policy().driver.minimum_branch.get(path) == EXPECTED_DRIVER_MINIMUM[path], (
+        f"policy row driver.minimum_branch.{path} changed"
+    )
+
+
+def test_driver_minimum_table_has_exactly_the_four_paths():
+    assert set(_policy().driver.minimum_branch) == set(EXPECTED_DRIVER_MINIMUM)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[f"driver-at-minimum-passes[{p}]" for p in PATHS])
+def test_driver_exactly_at_the_minimum_passes(tmp_path, path):
+    """Mutation 'operator-clusterpolicy driver minimum 535 -> 580' (and 'device-plugin
+    535 -> 550'): an R535 driver on those paths must keep passing driver-branch."""
+    minimum = EXPECTED_DRIVER_MINIMUM[path]
+    out = DRIVER_BRANCH.run(_driver_host(tmp_path, f"{minimum}.104.05"), _resolved(path))
+    assert out.status == Status.PASS, out.summary
+    assert f"meets the {path} minimum R{minimum}" in out.summary
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[f"driver-below-minimum-fails[{p}]" for p in PATHS])
+def test_driver_one_branch_below_the_minimum_fails(tmp_path, path):
+    minimum = EXPECTED_DRIVER_MINIMUM[path]
+    out = DRIVER_BRANCH.run(_driver_host(tmp_path, f"{minimum - 1}.10.01"), _resolved(path))
+    assert out.status == Status.FAIL, out.summary
+    assert f"below the {path} minimum R{minimum}" in out.summary
+    assert out.details["minimum_branch"] == minimum
+
+
+@pytest.mark.parametrize("branch", sorted(EXPECTED_BRANCHES), ids=[f"branch-lifecycle[R{b}]" for b in sorted(EXPECTED_BRANCHES)])
+def test_branch_lifecycle_row(branch):
+    info = _policy().driver.branches.get(branch)
+    assert info is not None, f"branch R{branch} missing from the lifecycle table"
+    kind, eol, ended = EXPECTED_BRANCHES[branch]
+    assert info.kind == kind
+    assert (str(info.end_of_life) if info.end_of_life else None) == eol
+    assert info.ended is ended
+
+
+def test_branch_lifecycle_table_has_no_extra_rows():
+    assert set(_policy().driver.branches) == set(EXPECTED_BRANCHES)
+
+
+@pytest.mark.parametrize("branch, day, past", [
+    (535, datetime.date(2026, 6, 30), False),  # the last day is still supported
+    (535, datetime.date(2026, 7, 1), True),
+    (570, datetime.date(2026, 2, 28), False),
+    (570, datetime.date(2026, 3, 1), True),
+    (580, datetime.date(2028, 8, 31), False),
+    (580, datetime.date(2028, 9, 1), True),
+    (565, datetime.date(2020, 1, 1), True),  # listed as ended: past whatever the date
+])
+def test_end_of_life_boundaries(branch, day, past):
+    assert _policy().driver.branches[branch].is_past_end_of_life(day) is past
+
+
+def test_driver_side_settings():
+    dp = _policy().driver
+    assert dp.allowed_branches == []
+    assert dp.warn_past_end_of_life_paths == ["device-plugin"]
+    assert dp.managed_by_operator is False
+
+
+@pytest.mark.parametrize("path, status", [
+    ("device-plugin", Status.WARN), ("dra", Status.FAIL), ("operator-clusterpolicy", Status.PASS),
+    ("operator-gpucluster", Status.FAIL)])
+def test_r535_after_its_end_of_life_warns_only_on_device_plugin(tmp_path, path, status):
+    out = DRIVER_BRANCH.run(_driver_host(tmp_path, "535.247.01"),
+                            _resolved(path, today=datetime.date(2026, 7, 1)))
+    assert out.status == status, out.summary
+
+
+# -- toolkit rows -----------------------------------------------------------------------------
+CTK = ("nvidia-ctk", "--version")
+
+
+def _ctk_output(version: str) -> str:
+    # nvidia-ctk --version's first line (NVIDIA Container Toolkit, cmd/nvidia-ctk).
+    return f"NVIDIA Container Toolkit CLI version {version}\ncommit: 0000000\n"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[f"toolkit-minimum[{p}]" for p in PATHS])
+def test_toolkit_minimum_row(path):
+    assert _policy().toolkit.minimum_version.get(path) == EXPECTED_TOOLKIT_MINIMUM[path]
+
+
+def test_toolkit_table_has_exactly_the_four_paths_and_is_not_operator_managed():
+    tp = _policy().toolkit
+    assert set(tp.minimum_version) == set(EXPECTED_TOOLKIT_MINIMUM)
+    assert tp.managed_by_operator is False
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[f"toolkit-behaviour[{p}]" for p in PATHS])
+def test_toolkit_minimum_through_the_check(tmp_path, path):
+    minimum = EXPECTED_TOOLKIT_MINIMUM[path]
+    at = TOOLKIT_VERSION.run(_commands_host(tmp_path / "a", CTK, _ctk_output(minimum or "1.0.0")),
+                             _resolved(path))
+    assert at.status == Status.PASS, at.summary
+    below = TOOLKIT_VERSION.run(_commands_host(tmp_path / "b", CTK, _ctk_output("1.17.8")),
+                                _resolved(path))
+    assert below.status == (Status.FAIL if minimum else Status.PASS), below.summary
+    if minimum:
+        assert f"below {minimum}" in below.summary
+    missing = TOOLKIT_VERSION.run(_commands_host(tmp_path / "c", CTK, "", rc=127), _resolved(path))
+    assert missing.status == Status.FAIL and "not installed" in missing.summary
+
+
+# -- kubelet rows ----------------------------------------------------------------------------
+KUBELET = ("kubelet", "--version")
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[f"kubelet-minimum[{p}]" for p in PATHS])
+def test_kubelet_minimum_row(path):
+    assert _policy().kubelet.minimum_version.get(path) == EXPECTED_KUBELET_MINIMUM[path]
+
+
+def test_kubelet_table_has_exactly_the_four_paths():
+    assert set(_policy().kubelet.minimum_version) == set(EXPECTED_KUBELET_MINIMUM)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[f"kubelet-behaviour[{p}]" for p in PATHS])
+def test_kubelet_minimum_through_the_check(tmp_path, path):
+    minimum = EXPECTED_KUBELET_MINIMUM[path]
+    at = KUBELET_VERSION.run(
+        _commands_host(tmp_path / "a", KUBELET, f"Kubernetes v{minimum or '1.30.0'}\n"),
+        _resolved(path))
+    assert at.status == Status.PASS, at.summary
+    below = KUBELET_VERSION.run(_commands_host(tmp_path / "b", KUBELET, "Kubernetes v1.34.1\n"),
+                                _resolved(path))
+    if minimum:
+        assert below.status == Status.FAIL and f"below {minimum}" in below.summary
+    else:
+        assert below.status == Status.PASS and "not gated" in below.summary
+
+
+# -- OS rows ---------------------------------------------------------------------------------
+def test_os_support_matrix_rows():
+    os_policy = _policy().os
+    assert {(e.id, tuple(e.versions)) for e in os_policy.supported} == EXPECTED_OS_SUPPORTED
+    assert {(e.id, tuple(e.versions)) for e in os_policy.deprecated} == EXPECTED_OS_DEPRECATED
+
+
+def test_policy_version_is_one():
+    assert _policy().policy_version == 1
+
+
+# -- gating matrix ---------------------------------------------------------------------------
+def test_gating_matrix_names_every_registered_check():
+    assert [c.id for c in ALL_CHECKS if c.id not in EXPECTED_GATING] == []
+    assert sorted(set(EXPECTED_GATING) - {c.id for c in ALL_CHECKS}) == []
+
+
+@pytest.mark.parametrize("check_id", list(EXPECTED_GATING), ids=[f"gating[{c}]" for c in EXPECTED_GATING])
+def test_gating_row(check_id):
+    check = next(c for c in ALL_CHECKS if c.id == check_id)
+    severity, gates = EXPECTED_GATING[check_id]
+    assert check.severity.value == severity
+    assert frozenset(check.gates) == gates
+
+
+def _result(check, status: Status) -> CheckResult:
+    return CheckResult(id=check.id, title=check.title, severity=check.severity, status=status,
+                       summary="x", remediation="", gates=tuple(check.gates), details={},
+                       duration_s=0.0)
+
+
+@pytest.mark.parametrize("check_id", list(EXPECTED_GATING), ids=[f"gate-closes[{c}]" for c in EXPECTED_GATING])
+@pytest.mark.parametrize("status", [Status.FAIL, Status.UNKNOWN, Status.WARN, Status.SKIP])
+def test_one_check_closes_exactly_the_gates_the_matrix_says(check_id, status):
+    """The gate evaluation itself, per row: a critical check that fails or is unknown closes
+    the gates of its paths only; warn closes nothing unless strict; a warning-severity check
+    closes a gate only with --strict; skip never closes one."""
+    severity, gates = EXPECTED_GATING[check_id]
+    results = []
+    for check in ALL_CHECKS:
+        results.append(_result(check, status if check.id == check_id else Status.PASS))
+    for path in PATHS:
+        for strict in (False, True):
+            gate = evaluate_gate(results, path, strict)
+            if path not in gates or status in (Status.SKIP, Status.PASS):
+                closes = False
+            elif strict:
+                closes = status in (Status.WARN, Status.FAIL, Status.UNKNOWN)
+            else:
+                closes = severity == C and status in (Status.FAIL, Status.UNKNOWN)
+            assert gate.open is not closes, (path, strict)
+            assert gate.blocking == ((check_id,) if closes else ())
+            assert gate.path == path
+
+
+def test_gate_lists_every_blocking_check_in_report_order():
+    failing = {"driver-loaded", "gpu-xid", "containerd-cdi"}
+    results = [_result(c, Status.FAIL if c.id in failing else Status.PASS) for c in ALL_CHECKS]
+    assert evaluate_gate(results, "dra").blocking == ("driver-loaded", "containerd-cdi", "gpu-xid")
+    assert evaluate_gate(results, "device-plugin").blocking == ("driver-loaded", "gpu-xid")
+
+
+def test_severity_enum_values_are_the_json_contract():
+    assert {s.value for s in Severity} == {"critical", "warning"}
