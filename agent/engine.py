@@ -3,13 +3,32 @@
 Each check runs in its own daemon thread with a deadline. Past it the check is `unknown`,
 and while that thread is still alive the check is not started again, so a check that hangs
 costs one thread, never one per cycle. An exception becomes `unknown` with its type in the
-summary. A check whose `requires` did not pass is `skip` naming what it needs.
+summary. A check whose `requires` did not pass is `skip` (`needs:<id>`) naming what it needs.
+
+Per-path truth: a check that reads ``policy.path`` while it decides (driver-branch's minimum,
+the allocation owner the path expects) is evaluated again for every other allocation path,
+with the policy resolved for that path, and the differences are kept on the result
+(``CheckResult.by_path``). Every path's gate is then what ``--path P`` alone would decide,
+at the cost of re-running only the checks whose verdict depends on the path. The extra
+evaluations see the same command answers as the first (recorded, then replayed), so one
+verdict never mixes two moments of the host.
 """
+import copy
 import threading
 import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from agent.model import Check, CheckResult, Outcome, Status
+from agent.model import (
+    PATHS,
+    SKIP_CONFIGURED,
+    SKIP_NOT_APPLICABLE,
+    Check,
+    CheckResult,
+    Outcome,
+    PathOutcome,
+    Status,
+    needs_kind,
+)
 
 OK_FOR_DEPENDENTS = (Status.PASS, Status.WARN)
 
@@ -57,30 +76,106 @@ def closure(checks: Sequence[Check], wanted: Iterable[str]) -> List[Check]:
     return [c for c in checks if c.id in keep]
 
 
-class _Slot:
-    """One check's execution: a thread plus what it produced."""
+def policy_for_path(policy: Any, path: str) -> Any:
+    """``policy`` resolved for another allocation path: its own ``for_path`` if it has one,
+    else a shallow copy with ``path`` replaced (a ResolvedPolicy holds nothing else that
+    depends on the path)."""
+    if getattr(policy, "path", None) == path:
+        return policy
+    maker = getattr(policy, "for_path", None)
+    if callable(maker):
+        return maker(path)
+    clone = copy.copy(policy)
+    clone.path = path
+    return clone
 
-    def __init__(self, check: Check, host: Any, policy: Any) -> None:
+
+class _PathWatch:
+    """Hands a check its policy and notes whether the check read ``path``: a verdict that
+    never looked at the path is the same on every path."""
+
+    def __init__(self, policy: Any) -> None:
+        self._gna_policy = policy
+        self._gna_read_path = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "path":
+            self._gna_read_path = True
+        return getattr(self._gna_policy, name)
+
+
+class _Recorder:
+    """The host as the first evaluation saw it: command answers are recorded, and a later
+    evaluation of the same check (another path) gets the same answers in the same order."""
+
+    def __init__(self, host: Any) -> None:
+        self._gna_host = host
+        self._gna_answers: Dict[Tuple[str, ...], List[Any]] = {}
+        self._gna_replay: Optional[Dict[Tuple[str, ...], List[Any]]] = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._gna_host, name)
+
+    def run(self, argv: Sequence[str], timeout: float = 10.0) -> Any:
+        key = tuple(argv)
+        if self._gna_replay is not None and self._gna_replay.get(key):
+            return self._gna_replay[key].pop(0)
+        answer = self._gna_host.run(argv, timeout)
+        if self._gna_replay is None:
+            self._gna_answers.setdefault(key, []).append(answer)
+        return answer
+
+    def replaying(self) -> "_Recorder":
+        again = _Recorder(self._gna_host)
+        again._gna_replay = {k: list(v) for k, v in self._gna_answers.items()}
+        return again
+
+
+class _Slot:
+    """One check's execution: a thread evaluating it for one or more paths."""
+
+    def __init__(self, check: Check, host: Any, policy: Any, paths: Sequence[Any]) -> None:
         self.check = check
-        self.outcome: Optional[Outcome] = None
+        self.paths = list(paths)
+        self.outcomes: Dict[Any, Outcome] = {}
         self.started = time.monotonic()
         self.thread = threading.Thread(
             target=self._body, args=(host, policy), name=f"check:{check.id}", daemon=True
         )
 
-    def _body(self, host: Any, policy: Any) -> None:
+    def _once(self, host: Any, policy: Any) -> Outcome:
         try:
             outcome = self.check.run(host, policy)
             if not isinstance(outcome, Outcome):
                 raise TypeError(f"returned {type(outcome).__name__}, not an Outcome")
-            self.outcome = outcome
+            return outcome
         except Exception as exc:  # a check must not raise; the engine contains it if it does
             text = str(exc).splitlines()[0][:200] if str(exc) else ""
-            self.outcome = Outcome(
+            return Outcome(
                 Status.UNKNOWN,
                 f"check raised {type(exc).__name__}" + (f": {text}" if text else ""),
                 {"exception": type(exc).__name__},
             )
+
+    def _body(self, host: Any, policy: Any) -> None:
+        first, rest = self.paths[0], self.paths[1:]
+        if not rest or host is None:
+            for path in self.paths:
+                self.outcomes[path] = self._once(
+                    host, policy if path is None else policy_for_path(policy, path)
+                )
+            return
+        recorder = _Recorder(host)
+        watch = _PathWatch(policy_for_path(policy, first))
+        outcome = self._once(recorder, watch)
+        self.outcomes[first] = outcome
+        for path in rest:
+            if watch._gna_read_path:
+                self.outcomes[path] = self._once(
+                    recorder.replaying(), policy_for_path(policy, path)
+                )
+            else:
+                self.outcomes[path] = outcome
 
 
 class Engine:
@@ -102,46 +197,64 @@ class Engine:
         skip: Iterable[str] = (),
         timeout_scale: float = 1.0,
     ) -> List[CheckResult]:
+        """Results for ``policy.path`` (each carrying where another path decides
+        differently). A policy without a ``path`` is evaluated once, for every path."""
         selected = closure(self.checks, only) if only is not None else self.checks
         selected_ids = {c.id for c in selected}
         skip_set = set(skip)
+        main = getattr(policy, "path", None) if policy is not None else None
+        paths: List[Any] = [main] + [p for p in PATHS if p != main] if main in PATHS else [None]
         results: Dict[str, CheckResult] = {}
         for wave in self._waves:
-            slots: List[_Slot] = []
+            pending: List[Tuple[_Slot, Dict[Any, Outcome]]] = []
             for check in wave:
                 if check.id not in selected_ids:
                     continue
-                early = self._pre_outcome(check, skip_set, results)
+                early = self._pre_outcome(check, skip_set)
                 if early is not None:
-                    results[check.id] = _result(check, early, 0.0)
+                    results[check.id] = _result(check, {p: early for p in paths}, paths, 0.0)
                     continue
-                slot = _Slot(check, host, policy)
+                pre: Dict[Any, Outcome] = {}
+                for path in paths:
+                    needed = _needs(check, results, path)
+                    if needed is not None:
+                        pre[path] = needed
+                to_run = [p for p in paths if p not in pre]
+                if not to_run:
+                    results[check.id] = _result(check, pre, paths, 0.0)
+                    continue
+                slot = _Slot(check, host, policy, to_run)
                 with self._lock:
                     self._inflight[check.id] = slot
                 slot.thread.start()
-                slots.append(slot)
-            for slot in slots:
+                pending.append((slot, pre))
+            for slot, pre in pending:
                 deadline = slot.started + slot.check.timeout_s * timeout_scale
                 slot.thread.join(max(0.0, deadline - time.monotonic()))
                 elapsed = time.monotonic() - slot.started
+                outcomes = dict(pre)
                 if slot.thread.is_alive():
-                    outcome = Outcome(
+                    late = Outcome(
                         Status.UNKNOWN,
                         f"did not finish within {slot.check.timeout_s * timeout_scale:g}s",
                         {"timed_out": True},
                     )
+                    outcomes.update({p: late for p in slot.paths})
                 else:
                     with self._lock:
                         self._inflight.pop(slot.check.id, None)
-                    outcome = slot.outcome or Outcome(Status.UNKNOWN, "check produced nothing")
-                results[slot.check.id] = _result(slot.check, outcome, elapsed)
+                    for path in slot.paths:
+                        outcomes[path] = slot.outcomes.get(path) or Outcome(
+                            Status.UNKNOWN, "check produced nothing"
+                        )
+                results[slot.check.id] = _result(slot.check, outcomes, paths, elapsed)
         return [results[c.id] for c in self.checks if c.id in results]
 
-    def _pre_outcome(
-        self, check: Check, skip_set: Set[str], results: Dict[str, CheckResult]
-    ) -> Optional[Outcome]:
+    def _pre_outcome(self, check: Check, skip_set: Set[str]) -> Optional[Outcome]:
         if check.id in skip_set:
-            return Outcome(Status.SKIP, "skipped by configuration (--skip or skip:)")
+            return Outcome(
+                Status.SKIP, "skipped by configuration (--skip or skip:)", skip=SKIP_CONFIGURED
+            )
         with self._lock:
             prior = self._inflight.get(check.id)
         if prior is not None and prior.thread.is_alive():
@@ -150,26 +263,60 @@ class Engine:
                 f"previous run still in progress after {time.monotonic() - prior.started:.0f}s",
                 {"timed_out": True},
             )
-        missing = [
-            f"{req} ({results[req].status})"
-            for req in check.requires
-            if req in results and results[req].status not in OK_FOR_DEPENDENTS
-        ]
-        if missing:
-            needs = {"needs": list(check.requires)}
-            return Outcome(Status.SKIP, "needs " + ", ".join(missing), needs)
         return None
 
 
-def _result(check: Check, outcome: Outcome, duration: float) -> CheckResult:
+def _needs(check: Check, results: Dict[str, CheckResult], path: Any) -> Optional[Outcome]:
+    """`skip needs:<id>` when a requirement is not pass/warn on ``path``."""
+    missing = [
+        (req, results[req].status if path is None else results[req].status_on(path))
+        for req in check.requires
+        if req in results
+    ]
+    missing = [(req, status) for req, status in missing if status not in OK_FOR_DEPENDENTS]
+    if not missing:
+        return None
+    return Outcome(
+        Status.SKIP,
+        "needs " + ", ".join(f"{req} ({status})" for req, status in missing),
+        {"needs": list(check.requires)},
+        skip=needs_kind(missing[0][0]),
+    )
+
+
+def _skip_kind(outcome: Outcome) -> Optional[str]:
+    if outcome.status != Status.SKIP:
+        return None
+    return outcome.skip or SKIP_NOT_APPLICABLE
+
+
+def _result(
+    check: Check, outcomes: Dict[Any, Outcome], paths: Sequence[Any], duration: float
+) -> CheckResult:
+    main = outcomes[paths[0]]
+    summary = " ".join(main.summary.split()) or "(no summary)"
+    remediation = main.remediation or check.remediation
+    by_path: Dict[str, PathOutcome] = {}
+    for path in paths[1:]:
+        other = outcomes[path]
+        other_summary = " ".join(other.summary.split()) or "(no summary)"
+        if other.status != main.status or other_summary != summary:
+            by_path[path] = PathOutcome(
+                status=other.status,
+                summary=other_summary,
+                remediation=other.remediation or check.remediation,
+                skip=_skip_kind(other),
+            )
     return CheckResult(
         id=check.id,
         title=check.title,
         severity=check.severity,
-        status=outcome.status,
-        summary=" ".join(outcome.summary.split()) or "(no summary)",
-        remediation=outcome.remediation or check.remediation,
+        status=main.status,
+        summary=summary,
+        remediation=remediation,
         gates=check.gates,
-        details=dict(outcome.details),
+        details=dict(main.details),
         duration_s=round(duration, 6),
+        skip=_skip_kind(main),
+        by_path=by_path,
     )

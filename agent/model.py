@@ -48,6 +48,20 @@ RUNTIME_HANDLER_PATHS: Tuple[str, ...] = ("device-plugin", "operator-clusterpoli
 FACT_NAMES: Tuple[str, ...] = ("pci_devices", "dev_nodes", "adjtimex", "node", "sticky")
 
 
+# Why a check is `skip` (the JSON's `skip` field). Three kinds, so a skip never hides a
+# verdict: the check does not apply (path, hardware), the fact it reads is absent, or it
+# cannot run without another check's result (`needs:<id>`, the id that owns the problem).
+# `configured` is the operator's own choice (--skip or `skip:` in the config).
+SKIP_NOT_APPLICABLE = "not-applicable"
+SKIP_INPUT_MISSING = "input-missing"
+SKIP_CONFIGURED = "configured"
+SKIP_NEEDS_PREFIX = "needs:"
+
+
+def needs_kind(check_id: str) -> str:
+    return f"{SKIP_NEEDS_PREFIX}{check_id}"
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What a check's ``run`` returns: a value, never an exception."""
@@ -57,6 +71,8 @@ class Outcome:
     details: Mapping[str, Any] = field(default_factory=dict)
     # A check may sharpen its static remediation for this particular failure.
     remediation: Optional[str] = None
+    # For a skip: one of the kinds above (None for any other status).
+    skip: Optional[str] = None
 
 
 def passed(summary: str, **details: Any) -> Outcome:
@@ -75,8 +91,26 @@ def unknown(summary: str, remediation: Optional[str] = None, **details: Any) -> 
     return Outcome(Status.UNKNOWN, summary, details, remediation)
 
 
-def skipped(summary: str, **details: Any) -> Outcome:
-    return Outcome(Status.SKIP, summary, details)
+def skipped(summary: str, kind: str = SKIP_NOT_APPLICABLE, **details: Any) -> Outcome:
+    """A skip of ``kind``: SKIP_NOT_APPLICABLE (the default), SKIP_INPUT_MISSING or
+    needs_kind(owner). Prefer the three named helpers below, which say which."""
+    return Outcome(Status.SKIP, summary, details, skip=kind)
+
+
+def not_applicable(summary: str, **details: Any) -> Outcome:
+    """The path or the hardware does not need this check (an operator-installed driver, no
+    NVSwitch, kubelet absent where it is not gated)."""
+    return Outcome(Status.SKIP, summary, details, skip=SKIP_NOT_APPLICABLE)
+
+
+def input_missing(summary: str, **details: Any) -> Outcome:
+    """The fact this check reads is absent (not captured, not reachable)."""
+    return Outcome(Status.SKIP, summary, details, skip=SKIP_INPUT_MISSING)
+
+
+def needs(owner: str, summary: str, **details: Any) -> Outcome:
+    """This check cannot run without ``owner``'s result; ``owner`` reports the problem."""
+    return Outcome(Status.SKIP, summary, details, skip=needs_kind(owner))
 
 
 @dataclass(frozen=True)
@@ -115,6 +149,16 @@ class Check:
 
 
 @dataclass(frozen=True)
+class PathOutcome:
+    """A check's verdict on one allocation path where it differs from the report's path."""
+
+    status: Status
+    summary: str
+    remediation: str
+    skip: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class CheckResult:
     id: str
     title: str
@@ -125,3 +169,12 @@ class CheckResult:
     gates: Tuple[str, ...]
     details: Mapping[str, Any]
     duration_s: float
+    # For status skip: the kind (SKIP_* or needs:<id>).
+    skip: Optional[str] = None
+    # Paths on which this check decides differently from the report's own path (the engine
+    # evaluates a check per path when its verdict read the path); absent = the same.
+    by_path: Mapping[str, PathOutcome] = field(default_factory=dict)
+
+    def status_on(self, path: str) -> Status:
+        other = self.by_path.get(path)
+        return other.status if other is not None else self.status

@@ -42,6 +42,18 @@ def report_dict(report: Report) -> Dict[str, Any]:
                 "gates": list(r.gates),
                 "details": r.details,
                 "duration_s": r.duration_s,
+                # For a skip: not-applicable, input-missing, configured or needs:<id>.
+                "skip": r.skip,
+                # Paths on which this check decides differently (each gate uses its own).
+                "by_path": {
+                    p: {
+                        "status": str(o.status),
+                        "summary": o.summary,
+                        "remediation": o.remediation,
+                        "skip": o.skip,
+                    }
+                    for p, o in r.by_path.items()
+                },
             }
             for r in report.results
         ],

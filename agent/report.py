@@ -1,7 +1,9 @@
 """The immutable Report the engine's results become, and gate evaluation.
 
 A path's gate is open when no critical check that gates it is fail or unknown; warn does not
-close it. With strict, any gating check that is warn, fail or unknown closes it.
+close it. With strict, any gating check that is warn, fail or unknown closes it. Each path's
+gate uses the check's verdict on that path (``CheckResult.status_on``), so ``gates[P]`` is what
+``--path P`` alone decides, not the report path's verdicts reused.
 """
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
@@ -25,8 +27,8 @@ def evaluate_gate(results: Sequence[CheckResult], path: str, strict: bool = Fals
         for r in results
         if path in r.gates
         and (
-            (r.severity == Severity.CRITICAL and r.status in CLOSING)
-            or (strict and r.status in CLOSING_STRICT)
+            (r.severity == Severity.CRITICAL and r.status_on(path) in CLOSING)
+            or (strict and r.status_on(path) in CLOSING_STRICT)
         )
     )
     return Gate(path, not blocking, blocking)

@@ -9,8 +9,10 @@ from checks.base import (
     Outcome,
     Severity,
     failed,
+    input_missing,
+    needs,
+    not_applicable,
     passed,
-    skipped,
     unknown,
     warned,
 )
@@ -42,6 +44,21 @@ def read_driver_version(host: Any) -> Tuple[Optional[DriverVersion], str]:
     if isinstance(parsed, Unparsable):
         return None, parsed.reason
     return parsed, ""
+
+
+def _version_or_outcome(host: Any, what: str) -> Tuple[Optional[DriverVersion], Optional[Outcome]]:
+    """The module version, or the outcome when there is none. Only the version file is
+    needed: missing /dev nodes (nvidia-persistenced or nvidia-modprobe not run yet) are
+    driver-loaded's finding and must not hide a too-old branch (kubeadm preflight reports
+    every problem in one run). No version file at all is driver-loaded's failure to own."""
+    if not host.exists(PROC_VERSION):
+        return None, needs(
+            "driver-loaded", f"needs driver-loaded ({PROC_VERSION} absent: module not loaded)"
+        )
+    version, why = read_driver_version(host)
+    if version is None:
+        return None, unknown(f"cannot read the {what}: {why}")
+    return version, None
 
 
 def nvidia_gpus_on_pci(pci: Optional[List[Dict[str, Any]]]) -> Optional[List[Dict[str, Any]]]:
@@ -117,10 +134,11 @@ def _operator_owned(policy: Any, managed: bool) -> bool:
 def _driver_branch(host: Any, policy: Any) -> Outcome:
     dp = policy.policy.driver
     if _operator_owned(policy, dp.managed_by_operator):
-        return skipped(f"the GPU Operator installs the driver on the {policy.path} path")
-    version, why = read_driver_version(host)
+        return not_applicable(f"the GPU Operator installs the driver on the {policy.path} path")
+    version, early = _version_or_outcome(host, "driver version")
     if version is None:
-        return unknown(f"cannot read the driver version: {why}")
+        assert early is not None
+        return early
     info = dp.branches.get(version.branch)
     kind = {"ltsb": "long-term support", "production": "production", "feature": "new feature"}
     kind_text = (
@@ -175,7 +193,6 @@ DRIVER_BRANCH = Check(
     remediation="Install a driver branch at or above the path's minimum and reboot.",
     run=_driver_branch,
     reads=(PROC_VERSION,),
-    requires=("driver-loaded",),
     timeout_s=5.0,
 )
 
@@ -202,9 +219,10 @@ def userspace_nvml_versions(host: Any) -> Dict[str, str]:
 
 
 def _driver_library_match(host: Any, policy: Any) -> Outcome:
-    version, why = read_driver_version(host)
+    version, early = _version_or_outcome(host, "kernel module version")
     if version is None:
-        return unknown(f"cannot read the kernel module version: {why}")
+        assert early is not None
+        return early
     libs = userspace_nvml_versions(host)
     smi = host.run(list(SMI_ARGV), timeout=10)
     smi_text = smi.stdout + smi.stderr
@@ -224,7 +242,11 @@ def _driver_library_match(host: Any, policy: Any) -> Outcome:
             **details,
         )
     if not libs and not smi_lib:
-        return skipped("needs libnvidia-ml (not found in " + ", ".join(LIB_DIRS) + ")", **details)
+        # nvml-responsive owns "library not found"; this check's own input is absent.
+        return input_missing(
+            "libnvidia-ml not found (in " + ", ".join(LIB_DIRS) + "); nothing to compare",
+            **details,
+        )
     return passed(f"kernel module and libnvidia-ml are both {version.version}", **details)
 
 
@@ -239,6 +261,5 @@ DRIVER_LIBRARY_MATCH = Check(
     reads=(PROC_VERSION,),
     presence=tuple(f"{d}/libnvidia-ml.so*" for d in LIB_DIRS),
     runs=(SMI_ARGV,),
-    requires=("driver-loaded",),
     timeout_s=15.0,
 )

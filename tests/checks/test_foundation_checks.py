@@ -55,9 +55,11 @@ def test_each_failure_has_a_fixture_host(name, path, check_id, status, needle):
 
 def test_missing_driver_skips_dependants_naming_the_owner():
     _, checks, _ = results("host-no-driver")
+    assert checks["driver-loaded"]["status"] == "fail"
     for dependant in ("driver-branch", "driver-library-match"):
         assert checks[dependant]["status"] == "skip"
-        assert "driver-loaded (fail)" in checks[dependant]["summary"]
+        assert checks[dependant]["skip"] == "needs:driver-loaded"
+        assert "needs driver-loaded" in checks[dependant]["summary"]
 
 
 def test_unsupported_os_warns_but_does_not_close_the_gate_unless_strict():
