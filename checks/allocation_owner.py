@@ -169,6 +169,7 @@ def _run(host: Any, policy: Any) -> Outcome:
     if not (dp or dra) and not host.is_socket(KUBELET_SOCKET):
         return skipped(
             f"kubelet is not running ({KUBELET_SOCKET} absent): no GPU owner can register yet",
+            kind="input-missing",
             **details,
         )
     owner = ", ".join(dp or dra) or "none registered yet"

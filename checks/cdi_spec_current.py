@@ -80,7 +80,8 @@ def _spec_problems(host: Any, spec: Spec, driver: Optional[str]) -> Dict[str, Li
 def _run(host: Any, policy: Any) -> Outcome:
     if not host.exists(PROC_VERSION):
         # "Current" is relative to the loaded driver; driver-loaded owns its absence.
-        return skipped(f"needs the NVIDIA driver loaded ({PROC_VERSION} absent; see driver-loaded)")
+        return skipped(f"needs the NVIDIA driver loaded ({PROC_VERSION} absent; see driver-loaded)",
+                       kind="needs:driver-loaded")
     specs = load_specs(host)
     driver = _driver(host)
     nvidia = [s for s in specs if s.is_nvidia]

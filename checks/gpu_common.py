@@ -22,7 +22,8 @@ def gpus_of(host: Any) -> Tuple[Optional[Mapping[str, Any]], Optional[Outcome]]:
         return None, unknown("GPU snapshot not captured for this host (no gpus.json)")
     if snap.get("error"):
         kind = snap["error"].get("kind", "error")
-        return None, skipped(f"needs nvml-responsive (NVML error: {kind})")
+        return None, skipped(f"needs nvml-responsive (NVML error: {kind})",
+                             kind="needs:nvml-responsive")
     return snap, None
 
 
@@ -59,7 +60,8 @@ class Findings:
         if self.checked == 0:
             if self.unsupported:
                 return skipped(f"{what} not supported on any GPU", **details)
-            return skipped(f"no readable GPU to check {what} on" + tail, **details)
+            return skipped(f"no readable GPU to check {what} on" + tail,
+                           kind="input-missing", **details)
         note = f" ({len(self.unsupported)} GPU(s) without {what})" if self.unsupported else ""
         return passed(ok_summary.format(n=self.checked) + note + tail, **details)
 

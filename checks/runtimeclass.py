@@ -37,11 +37,13 @@ def _runtimeclass_handler(host: Any, policy: Any) -> Outcome:
     name, handler = _settings(policy)
     fact = host.fact("runtimeclasses")
     if fact is None:
-        return skipped("RuntimeClasses not captured for this host (needs the Kubernetes API)")
+        return skipped("RuntimeClasses not captured for this host (needs the Kubernetes API)",
+                       kind="input-missing")
     if not isinstance(fact, dict):
         return unknown(f"unexpected runtimeclasses fact: {type(fact).__name__}")
     if "error" in fact:
-        return skipped(f"Kubernetes API not reachable: {str(fact['error'])[:200]}")
+        return skipped(f"Kubernetes API not reachable: {str(fact['error'])[:200]}",
+                       kind="input-missing")
     items: List[Dict[str, Any]] = [i for i in fact.get("items") or [] if isinstance(i, dict)]
     found = next((i for i in items if (i.get("metadata") or {}).get("name") == name), None)
     names = sorted(str((i.get("metadata") or {}).get("name")) for i in items)
