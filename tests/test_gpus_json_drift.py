@@ -1,0 +1,126 @@
+"""Drift check for the committed GPU snapshots: every gpus.json the NVML worker wrote for a
+fixture bundle is regenerated from the simulated libnvidia-ml (tests/nvml_sim, compiled
+against nvml.h) under its scenario and compared field by field with the committed file.
+
+A change to the worker (a renamed field, a swapped clock-event bit, a new error kind) or to a
+scenario that was not followed by `python tests/fixtures/make_gpu_bundles.py` fails here,
+naming the bundle and the first differing path. Needs gcc (CI installs it): a missing
+compiler is a failure, never a skip, because the check tests depend on these fixtures.
+"""
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+
+from agent.nvml_client import NvmlClient
+from tests.conftest import BUNDLES
+from tests.nvml_sim import simlib
+
+pytestmark = pytest.mark.integration
+
+# bundle -> (scenario, library present, client deadline). The bundles
+# tests/fixtures/make_gpu_bundles.py writes from the worker; full-healthy-* copy
+# gpu-healthy-h100's snapshot with the driver version rewritten (make_full_bundles.py).
+WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
+    "gpu-healthy-h100": ("healthy-8xh100.json", True, None),
+    "gpu-healthy-h200": ("healthy-8xh200.json", True, None),
+    "gpu-lost": ("gpu-lost.json", True, None),
+    "gpu-ecc-uncorrectable": ("ecc-uncorrectable.json", True, None),
+    "gpu-remap-pending": ("remap-pending.json", True, None),
+    "gpu-remap-failure": ("remap-failure.json", True, None),
+    "gpu-hw-slowdown": ("hw-slowdown.json", True, None),
+    "gpu-hot": ("hot-gpu.json", True, None),
+    "gpu-pcie-x8": ("pcie-x8.json", True, None),
+    "gpu-nvlink-down": ("nvlink-down.json", True, None),
+    "gpu-mig-pending": ("mig-pending.json", True, None),
+    "gpu-fabric-in-progress": ("fabric-in-progress.json", True, None),
+    "gpu-persistence-off": ("persistence-off.json", True, None),
+    "gpu-old-driver-no-fabric": ("old-driver-no-fabric.json", True, None),
+    "gpu-driver-mismatch": ("driver-mismatch.json", True, None),
+    "gpu-pci8-nvml7": ("seven-gpus.json", True, None),
+    "gpu-fabricmanager-inactive": ("healthy-8xh100.json", True, None),
+    "gpu-no-library": ("healthy-8xh100.json", False, None),
+    "gpu-nvml-timeout": ("hang-handle.json", True, 2.0),
+    "gpu-mig-enabled": ("mig-enabled.json", True, None),
+    "gpu-ecc-sticky": ("healthy-8xh100.json", True, None),
+}
+DERIVED = {"full-healthy-device-plugin": "gpu-healthy-h100", "full-healthy-dra": "gpu-healthy-h100"}
+# The xid-* bundles carry a hand-written snapshot (make_xid_bundles.py), not the worker's.
+HAND_WRITTEN_PREFIX = "xid-"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    try:
+        return simlib.build(tmp_path_factory.mktemp("nvml-sim-drift"))
+    except simlib.SimUnavailable as exc:  # a failure, not a skip: see the module docstring
+        pytest.fail(f"cannot build the simulated libnvidia-ml: {exc}")
+
+
+def _regenerate(built, tmp: Path, scenario: str, library: bool, deadline: Optional[float]):
+    """What make_gpu_bundles.snapshot() does, with the volatile fields pinned the same way."""
+    path = simlib.write_scenario(simlib.resolve(scenario), tmp / "scenario.json")
+    kwargs: Dict[str, Any] = {"first_deadline_s": 30.0}
+    if deadline is not None:
+        kwargs = {"deadline_s": deadline, "first_deadline_s": deadline}
+    client = NvmlClient(env=simlib.worker_env(built if library else None, path), **kwargs)
+    try:
+        snap = client.snapshot()
+    finally:
+        client.close()
+    snap.pop("duration_s", None)
+    snap.pop("worker", None)
+    if "message" in (snap.get("error") or {}):
+        snap["error"]["message"] = snap["error"]["message"].split("; worker pid")[0]
+    return snap
+
+
+def _first_difference(a: Any, b: Any, where: str = "") -> Optional[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a or key not in b:
+                return f"{where}/{key}: {'missing in regenerated' if key not in a else 'missing in committed'}"
+            diff = _first_difference(a[key], b[key], f"{where}/{key}")
+            if diff:
+                return diff
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{where}: {len(a)} items regenerated, {len(b)} committed"
+        for i, (x, y) in enumerate(zip(a, b)):
+            diff = _first_difference(x, y, f"{where}[{i}]")
+            if diff:
+                return diff
+        return None
+    return None if a == b else f"{where}: regenerated {a!r}, committed {b!r}"
+
+
+def test_every_committed_gpus_json_is_covered_by_this_drift_check():
+    on_disk = sorted(p.parent.name for p in BUNDLES.glob("*/gpus.json"))
+    uncovered = [n for n in on_disk if n not in WORKER_BUNDLES and n not in DERIVED
+                 and not n.startswith(HAND_WRITTEN_PREFIX)]
+    assert uncovered == []
+    assert sorted(set(WORKER_BUNDLES) | set(DERIVED)) == sorted(
+        n for n in on_disk if not n.startswith(HAND_WRITTEN_PREFIX))
+
+
+@pytest.mark.parametrize("bundle", sorted(WORKER_BUNDLES))
+def test_committed_gpus_json_matches_the_worker_on_the_simulated_library(built, tmp_path, bundle):
+    scenario, library, deadline = WORKER_BUNDLES[bundle]
+    committed = json.loads((BUNDLES / bundle / "gpus.json").read_text())
+    regenerated = _regenerate(built, tmp_path, scenario, library, deadline)
+    regenerated["captured_at"] = committed.get("captured_at")
+    diff = _first_difference(regenerated, committed)
+    assert diff is None, (f"{bundle}/gpus.json drifted from the worker ({scenario}): {diff}; "
+                          "rerun python tests/fixtures/make_gpu_bundles.py")
+
+
+@pytest.mark.parametrize("bundle", sorted(DERIVED))
+def test_composed_bundles_carry_the_healthy_snapshot(bundle):
+    source = json.loads((BUNDLES / DERIVED[bundle] / "gpus.json").read_text())
+    derived = json.loads((BUNDLES / bundle / "gpus.json").read_text())
+    old, new = source.get("driver_version"), derived.get("driver_version")
+    assert old and new
+    rewritten: List[Any] = json.loads(json.dumps(source).replace(old, new))
+    assert _first_difference(derived, rewritten) is None
