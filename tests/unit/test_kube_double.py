@@ -1,5 +1,5 @@
-"""The API double answers as DESIGN.md records kube-apiserver 1.34 (Node,RBAC +
-NodeRestriction) answering system:node:gpu-host-1. Asserts the stored Node, not only codes."""
+"""The API double answers as a recorded kube-apiserver v1.34.9 (Node,RBAC + NodeRestriction)
+answers system:node:gpu-host-1 (tests/fixtures/kube-apiserver/). Asserts the stored Node, not only codes."""
 import pytest
 
 from agent.kube.client import ApiError, KubeClient
@@ -68,7 +68,9 @@ def test_get_other_node_403_list_self_by_field_selector_200(api):
 def test_status_strategic_merge_adds_condition_merge_patch_replaces_list(api):
     double, client = api
     client.patch_node_status("gpu-host-1", {"status": {"conditions": [{"type": "GPUReady", "status": "True"}]}})
-    assert [c["type"] for c in double.nodes["gpu-host-1"]["status"]["conditions"]] == ["Ready", "GPUReady"]
+    # added first, as the real server does (tests/fixtures/kube-apiserver/, "SMP own status add
+    # GPUReady")
+    assert [c["type"] for c in double.nodes["gpu-host-1"]["status"]["conditions"]] == ["GPUReady", "Ready"]
     client.request("PATCH", "/api/v1/nodes/gpu-host-1/status",
                    {"status": {"conditions": [{"type": "GPUReady", "status": "False"}]}},
                    "application/merge-patch+json")

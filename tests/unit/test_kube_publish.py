@@ -87,7 +87,8 @@ def test_gpu_ecc_failure_keeps_allocation_label_flips_health_and_condition(api):
     assert labels(double)[HEALTH] == "false"
     cond = condition(double)
     assert cond["status"] == "False" and cond["reason"] == "gpu-ecc"
-    assert [c["type"] for c in double.nodes[NODE]["status"]["conditions"]] == ["Ready", "GPUReady"]
+    # an added condition goes first on the real server (recorded: "SMP own status add GPUReady")
+    assert [c["type"] for c in double.nodes[NODE]["status"]["conditions"]] == ["GPUReady", "Ready"]
     assert no_taint_ever(double)
 
 
@@ -250,7 +251,7 @@ def test_condition_type_change_deletes_the_old_condition_through_the_api(api):
     pub.reconfigure(config(kubeconfig=kc, node_name=NODE, request_timeout=2))
     run(pub, clock, report(), 1)
     types = [c["type"] for c in double.nodes[NODE]["status"]["conditions"]]
-    assert types == ["Ready", "GPUReady"]  # the kubelet's own Ready untouched
+    assert types == ["GPUReady", "Ready"]  # added first (as recorded); the kubelet's Ready kept
     assert pub.stats["errors"] == 0 and pub.stats["writes"] >= 3
 
 
