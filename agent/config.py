@@ -77,6 +77,27 @@ class KubeConfig(_Section):
             raise ValueError(problem)
         return key
 
+    @field_validator("allocation_value")
+    @classmethod
+    def _label_value(cls, value: Optional[str]) -> Optional[str]:
+        # The API's label value rule (a 422 on every cycle otherwise): agent/kube/labels.py.
+        from agent.kube.labels import label_value_problem
+
+        problem = label_value_problem(value) if value else None
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("annotation_prefix")
+    @classmethod
+    def _annotation_prefix(cls, prefix: str) -> str:
+        from agent.kube.labels import annotation_prefix_problem
+
+        problem = annotation_prefix_problem(prefix)
+        if problem:
+            raise ValueError(problem)
+        return prefix
+
 
 class GpuConfig(_Section):
     """NVML worker deadlines and GPU expectations (docs/gpu-snapshot.md, docs/runbook-nvml.md)."""
