@@ -1,52 +1,100 @@
 """`gpu-node-agent collect`: capture exactly what the checks declare into a bundle.
 
-Files listed in ``reads`` are copied (redacted); ``presence`` globs become empty placeholders
-(or the symlinks themselves), so a bundle never carries a library or binary; commands in
-``runs`` are run and recorded (a missing binary as rc 127); declared facts go to host.json;
-the GPU snapshot to gpus.json; the kernel log to kmsg.log.
+Files listed in ``reads`` are copied (redacted, agent/redact.py); ``presence`` globs become
+empty placeholders (or the symlinks themselves), so a bundle never carries a library or binary;
+commands in ``runs`` are run and recorded (a missing binary as rc 127) with their output
+redacted; declared facts go to host.json; the GPU snapshot to gpus.json; the kernel log to
+kmsg.log.
+
+What may be copied (docs/bundle-format.md, "What collect copies"):
+- A path is resolved component by component from a file descriptor of the host root with
+  ``O_PATH|O_NOFOLLOW`` (symlinks inside the root are followed as the kernel would, chroot
+  semantics, at most 40 hops: path_resolution(7)), so ``/var/run`` -> ``/run`` and merged-/usr
+  links keep working and no component can be swapped between the check and the read.
+- The *final* target is copied only when it matches a declared read pattern of the selected
+  checks, the pattern's directory resolved the same way (``/var/run/cdi/*.yaml`` allows
+  ``/run/cdi/x.yaml``), or, for containerd ``imports`` found by a ``discover`` hook, when it is a
+  ``*.toml`` file below ``/etc/containerd/`` (resolved). Anything else (a CDI spec linked to
+  ``/etc/shadow``, an import in ``/home``) is recorded as the link alone, with no content, and
+  named under ``collect_skipped`` in bundle.yaml.
+- The bundle is staged in a fresh 0700 directory beside the output; every file is created
+  ``O_EXCL|O_NOFOLLOW`` mode 0600 (0700 for an executable placeholder) under directories opened
+  with ``O_NOFOLLOW``, so a link the bundle itself holds is never written through. A .tar.gz is
+  written to a random ``O_EXCL`` name (mkstemp, 0600) in the target directory, then linked into
+  place without replacing anything.
 """
+import contextlib
+import errno
 import json
+import logging
 import os
+import posixpath
 import shutil
 import socket
 import stat
 import tarfile
 import tempfile
 import time
+from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import yaml
 
+from agent.boundedio import read_bytes_capped
 from agent.bundle import command_records, write_bundle_meta
-from agent.host import CommandResult, Host
+from agent.errors import OutputError
+from agent.host import MAX_SYMLINK_HOPS, CommandResult, Host
 from agent.model import Check
-from agent.redact import redact
+from agent.redact import (
+    TooLarge,
+    redact_command_output,
+    redact_data,
+    redact_file,
+    redact_text,
+)
 from agent.version import version
 
 ALWAYS_READ = ("/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname")
 MAX_FILE_BYTES = 4 * 1024 * 1024
+# containerd `imports` found by a discover hook are copied only from here: every layout the
+# checks know keeps its drop-ins below /etc/containerd (conf.d for nvidia-ctk and Canonical
+# Kubernetes, config.d for nodeadm; docs/checks-container.md).
+IMPORT_DIRS = ("/etc/containerd",)
+IMPORT_SUFFIX = ".toml"
+
+_O_PATH = getattr(os, "O_PATH", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+log = logging.getLogger("gpu-node-agent.collect")
 
 
-Targets = Tuple[List[str], List[str], List[Tuple[str, ...]]]
+class Targets:
+    def __init__(self) -> None:
+        self.reads: List[str] = list(ALWAYS_READ)  # declared patterns: the allow-list
+        self.discovered: List[str] = []  # discover-hook reads: containerd imports
+        self.presence: List[str] = []
+        self.runs: List[Tuple[str, ...]] = []
 
 
 def _targets(host: Host, checks: Sequence[Check]) -> Targets:
-    reads: List[str] = list(ALWAYS_READ)
-    presence: List[str] = []
-    runs: List[Tuple[str, ...]] = []
+    t = Targets()
     for check in checks:
-        reads.extend(check.reads)
-        presence.extend(check.presence)
-        runs.extend(check.runs)
+        t.reads.extend(check.reads)
+        t.presence.extend(check.presence)
+        t.runs.extend(check.runs)
         if check.discover is not None:
             try:
                 more_reads, more_presence = check.discover(host)
             except Exception:  # a discover hook must never stop a capture
                 more_reads, more_presence = (), ()
-            reads.extend(more_reads)
-            presence.extend(more_presence)
-    return _unique(reads), _unique(presence), _unique(runs)
+            t.discovered.extend(more_reads)
+            t.presence.extend(more_presence)
+    t.reads, t.presence, t.runs = _unique(t.reads), _unique(t.presence), _unique(t.runs)
+    t.discovered = [p for p in _unique(t.discovered) if p not in t.reads]
+    return t
 
 
 def _unique(items: Sequence[Any]) -> List[Any]:
@@ -59,118 +107,389 @@ def _unique(items: Sequence[Any]) -> List[Any]:
     return out
 
 
-def _dest(root: Path, host_path: str) -> Path:
-    return root.joinpath(*[p for p in host_path.split("/") if p and p != ".."])
+def _parts(host_path: str) -> List[str]:
+    return [p for p in host_path.split("/") if p and p not in (".", "..")]
 
 
-def _copy_file(host: Host, host_path: str, root: Path) -> None:
-    try:
-        real = host.real_path(host_path)
-        st = os.lstat(real)
-    except OSError:
-        return
-    dest = _dest(root, host_path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if stat.S_ISLNK(st.st_mode):
-        # Keep the link and capture what it points to, so chroot resolution works.
-        target = os.readlink(real)
-        if not dest.exists() and not dest.is_symlink():
-            os.symlink(target, dest)
-        resolved = (
-            target if target.startswith("/") else os.path.join(os.path.dirname(host_path), target)
+# -- reading the host: resolution from a root descriptor -------------------------------------
+class Resolver:
+    """Resolves host paths inside ``root`` without ever leaving it: each component is opened
+    ``O_PATH|O_NOFOLLOW`` relative to its parent's descriptor; a symlink is read with
+    readlinkat and its target continued from the root (absolute) or the parent (relative);
+    ``..`` never climbs above the root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root_fd = os.open(str(root), _O_PATH | _O_DIRECTORY | _O_CLOEXEC)
+
+    def close(self) -> None:
+        os.close(self.root_fd)
+
+    def open(self, host_path: str) -> Tuple[int, str]:
+        """(descriptor of the final object, its canonical host path). Raises OSError."""
+        pending = [p for p in host_path.split("/") if p]
+        stack: List[Tuple[str, int]] = []  # directories below the root: (name, fd)
+        hops = 0
+        try:
+            while pending:
+                part = pending.pop(0)
+                if part == ".":
+                    continue
+                if part == "..":
+                    if stack:
+                        os.close(stack.pop()[1])
+                    continue
+                parent = stack[-1][1] if stack else self.root_fd
+                fd = os.open(part, _O_PATH | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=parent)
+                mode = os.fstat(fd).st_mode
+                if stat.S_ISLNK(mode):
+                    os.close(fd)
+                    hops += 1
+                    if hops > MAX_SYMLINK_HOPS:
+                        raise OSError(errno.ELOOP, "too many symlinks", host_path)
+                    target = os.readlink(part, dir_fd=parent)
+                    if target.startswith("/"):
+                        while stack:
+                            os.close(stack.pop()[1])
+                    pending = [p for p in target.split("/") if p] + pending
+                    continue
+                if pending and not stat.S_ISDIR(mode):
+                    os.close(fd)
+                    raise OSError(errno.ENOTDIR, "not a directory", host_path)
+                stack.append((part, fd))
+            if not stack:
+                return os.dup(self.root_fd), "/"
+            canonical = "/" + "/".join(name for name, _ in stack)
+            fd = stack.pop()[1]
+            return fd, canonical
+        finally:
+            while stack:
+                os.close(stack.pop()[1])
+
+    def canonical(self, host_path: str) -> Optional[str]:
+        try:
+            fd, canon = self.open(host_path)
+        except OSError:
+            return None
+        os.close(fd)
+        return canon
+
+
+def _read_fd(fd: int, name: str) -> bytes:
+    """The regular file behind an O_PATH descriptor, bounded (agent/boundedio.py). Reopened
+    through /proc/self/fd, which opens exactly the object the descriptor holds."""
+    proc = f"/proc/self/fd/{fd}"
+    if not os.path.exists(proc):  # no procfs mounted: nothing is read rather than a path
+        raise OSError(errno.ENOENT, "no /proc/self/fd to reopen the file", name)
+    return read_bytes_capped(proc, MAX_FILE_BYTES)
+
+
+class AllowList:
+    """Where a final target may lie: a declared read pattern with its directory resolved, or
+    a discovered containerd import below IMPORT_DIRS."""
+
+    def __init__(self, resolver: Resolver, reads: Sequence[str]) -> None:
+        self.patterns: List[Tuple[str, str]] = []
+        for pattern in reads:
+            directory, name = posixpath.split(pattern)
+            canon = resolver.canonical(directory or "/")
+            if canon is not None:
+                self.patterns.append((canon, name))
+        self.import_dirs = [c for c in (resolver.canonical(d) for d in IMPORT_DIRS) if c]
+
+    def declared(self, canonical: str) -> bool:
+        directory, name = posixpath.split(canonical)
+        return any(d == directory and fnmatchcase(name, n) for d, n in self.patterns)
+
+    def import_file(self, canonical: str) -> bool:
+        return canonical.endswith(IMPORT_SUFFIX) and any(
+            canonical.startswith(d.rstrip("/") + "/") for d in self.import_dirs
         )
-        _copy_file(host, os.path.normpath(resolved), root)
-        return
-    if stat.S_ISDIR(st.st_mode):
-        dest.mkdir(parents=True, exist_ok=True)
-        return
-    try:
-        data = host.read_bytes(host_path, MAX_FILE_BYTES)
-    except OSError:
-        return
-    dest.write_text(redact(data.decode("utf-8", errors="replace")), encoding="utf-8")
-    os.chmod(dest, 0o644 | (0o111 if st.st_mode & 0o111 else 0))
 
 
-def _placeholder(host: Host, host_path: str, root: Path) -> None:
+# -- writing the bundle: never through a link ------------------------------------------------
+class Tree:
+    """The bundle's root/ (or the bundle itself): every directory opened O_NOFOLLOW from the
+    top, every file created O_EXCL|O_NOFOLLOW, so a symlink the bundle holds (recorded from
+    the host) is never written through."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top
+
+    def _parent(self, parts: Sequence[str]) -> Optional[int]:
+        fd = os.open(str(self.top), os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
+        for part in parts:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o700, dir_fd=fd)
+            try:
+                nxt = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC,
+                              dir_fd=fd)
+            except OSError:  # a link or a file where a directory would go: not written
+                os.close(fd)
+                return None
+            os.close(fd)
+            fd = nxt
+        return fd
+
+    def write(self, host_path: str, data: bytes, mode: int = 0o600) -> bool:
+        parts = _parts(host_path)
+        if not parts:
+            return False
+        fd = self._parent(parts[:-1])
+        if fd is None:
+            return False
+        try:
+            out = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW
+                          | _O_CLOEXEC, mode, dir_fd=fd)
+        except FileExistsError:
+            return False
+        finally:
+            os.close(fd)
+        with os.fdopen(out, "wb") as f:
+            f.write(data)
+        return True
+
+    def symlink(self, host_path: str, target: str) -> bool:
+        parts = _parts(host_path)
+        if not parts:
+            return False
+        fd = self._parent(parts[:-1])
+        if fd is None:
+            return False
+        try:
+            os.symlink(target, parts[-1], dir_fd=fd)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.close(fd)
+
+    def mkdir(self, host_path: str) -> None:
+        fd = self._parent(_parts(host_path))
+        if fd is not None:
+            os.close(fd)
+
+    def exists(self, host_path: str) -> bool:
+        return os.path.lexists(self.top.joinpath(*_parts(host_path)))
+
+
+class Collector:
+    def __init__(self, host: Host, tree: Tree, resolver: Resolver, allow: AllowList) -> None:
+        self.host, self.tree, self.resolver, self.allow = host, tree, resolver, allow
+        self.skipped: List[str] = []
+
+    def _skip(self, line: str) -> None:
+        if line not in self.skipped:
+            self.skipped.append(line)
+            log.warning("collect: %s", line)
+
+    def _links(self, host_path: str) -> Iterator[Tuple[str, Optional[str]]]:
+        """(path, link target as written) along the chain of final-component links from
+        host_path; the last pair has None (the path the content belongs at)."""
+        cur = posixpath.normpath(host_path)
+        for _ in range(MAX_SYMLINK_HOPS):
+            target = self.host.readlink(cur)
+            if target is None:
+                yield cur, None
+                return
+            yield cur, target
+            base = "/" if target.startswith("/") else posixpath.dirname(cur)
+            cur = posixpath.normpath(posixpath.join(base, target))
+
+    def copy(self, host_path: str, discovered: bool) -> None:
+        if self.tree.exists(host_path):
+            return
+        try:
+            fd, canonical = self.resolver.open(host_path)
+        except OSError:
+            return  # absent, dangling or a loop: the check sees it missing too
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                return  # reads are files; a device or FIFO is never read
+            allowed = self.allow.declared(canonical) or (
+                discovered and self.allow.import_file(canonical)
+            )
+            if not allowed:
+                self._skip(f"{host_path} -> {canonical}: outside what the checks declare; "
+                           "content not copied")
+                for path, target in self._links(host_path):
+                    if target is not None:
+                        self.tree.symlink(path, target)
+                return
+            try:
+                data = _read_fd(fd, host_path)
+            except OSError as exc:
+                self._skip(f"{host_path}: not read ({exc.strerror or exc})")
+                return
+        finally:
+            os.close(fd)
+        text = redact_file(host_path, data.decode("utf-8", errors="replace"))
+        for path, target in self._links(host_path):
+            if target is not None:
+                self.tree.symlink(path, target)
+            else:
+                self.tree.write(path, text.encode("utf-8"), 0o700 if mode & 0o111 else 0o600)
+
+    def placeholder(self, host_path: str) -> None:
+        """Existence, type, mode bit x and symlink targets, never content."""
+        for path, target in self._links(host_path):
+            if self.tree.exists(path):
+                return
+            if target is not None:
+                self.tree.symlink(path, target)
+                continue
+            try:
+                parent = self.host.real_path(posixpath.dirname(path) or "/")
+                st = os.lstat(parent / posixpath.basename(path))
+            except (OSError, ValueError):
+                return
+            if stat.S_ISDIR(st.st_mode):
+                self.tree.mkdir(path)
+            else:
+                self.tree.write(path, b"", 0o700 if st.st_mode & 0o111 else 0o600)
+
+
+def _fresh(path: Path, data: str) -> None:
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
+                 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(data)
+
+
+def _lock_down(top: Path) -> None:
+    """Directories 0700, files 0600 (0700 if executable); links are left alone."""
+    for dirpath, dirnames, filenames in os.walk(str(top)):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode):
+                os.chmod(path, 0o700)
+            elif stat.S_ISREG(st.st_mode):
+                os.chmod(path, 0o700 if st.st_mode & 0o100 else 0o600)
+    os.chmod(str(top), 0o700)
+
+
+def _check_target(target: Path, as_tar: bool) -> None:
+    if as_tar:
+        if os.path.lexists(target):
+            raise OutputError(f"{target}: exists; collect never overwrites a file")
+        return
+    if os.path.islink(target) or (os.path.lexists(target) and not target.is_dir()):
+        raise OutputError(f"{target}: exists and is not a directory (choose another -o)")
+    if target.is_dir() and any(target.iterdir()):
+        raise OutputError(f"{target}: directory is not empty (choose another -o)")
+
+
+def _tar_filter(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    if info.isdir():
+        info.mode = 0o700
+    elif info.isfile():
+        info.mode = 0o700 if info.mode & 0o100 else 0o600
+    return info
+
+
+def _write_tar(bundle: Path, target: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".gna-bundle-", suffix=".partial", dir=str(target.parent))
     try:
-        real = host.real_path(host_path) if not host.is_live else Path(host_path)
-        st = os.lstat(real)
-    except OSError:
-        return
-    dest = _dest(root, host_path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists() or dest.is_symlink():
-        return
-    if stat.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(real), dest)
-    elif stat.S_ISDIR(st.st_mode):
-        dest.mkdir(exist_ok=True)
-    else:
-        dest.touch()
-        os.chmod(dest, 0o644 | (0o111 if st.st_mode & 0o111 else 0))
+        with os.fdopen(fd, "wb") as raw:
+            with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+                for entry in sorted(bundle.iterdir()):
+                    tar.add(str(entry), arcname=entry.name, filter=_tar_filter)
+            raw.flush()
+            os.fsync(raw.fileno())
+        try:
+            os.link(tmp, str(target))  # never replaces: EEXIST if someone got there first
+        except FileExistsError:
+            raise OutputError(f"{target}: exists; collect never overwrites a file") from None
+        except OSError:  # a filesystem without hard links
+            if os.path.lexists(target):
+                raise OutputError(f"{target}: exists; collect never overwrites a file") from None
+            os.rename(tmp, str(target))
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 def collect(host: Host, checks: Sequence[Check], out: str, timeout_scale: float = 1.0) -> Path:
-    """Write a bundle directory, or a .tar.gz when ``out`` ends with .tar.gz. Returns it."""
+    """Write a bundle directory, or a .tar.gz when ``out`` ends with .tar.gz. Returns it.
+    Raises OutputError (exit 2) when ``out`` exists (a non-empty directory, a file, a link)."""
     as_tar = out.endswith(".tar.gz")
-    work = Path(tempfile.mkdtemp(prefix="gna-collect-"))
+    target = Path(out)
+    _check_target(target, as_tar)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".gna-collect-", dir=str(target.parent)))  # 0700
+    resolver = Resolver(host.root)
     try:
         bundle = work / "bundle"
-        root = bundle / "root"
-        root.mkdir(parents=True)
-        reads, presence, runs = _targets(host, checks)
-        for pattern in reads:
-            for path in host.glob(pattern):
-                _copy_file(host, path, root)
-        for pattern in presence:
-            for path in host.glob(pattern):
-                _placeholder(host, path, root)
+        bundle.mkdir(0o700)
+        (bundle / "root").mkdir(0o700)
+        targets = _targets(host, checks)
+        collector = Collector(host, Tree(bundle / "root"), resolver,
+                              AllowList(resolver, targets.reads))
+        for pattern, discovered in [(p, False) for p in targets.reads] + [
+            (p, True) for p in targets.discovered
+        ]:
+            try:
+                paths = host.glob(pattern)
+            except ValueError:
+                continue
+            for path in paths:
+                collector.copy(path, discovered)
+        for pattern in targets.presence:
+            try:
+                paths = host.glob(pattern)
+            except ValueError:
+                continue
+            for path in paths:
+                collector.placeholder(path)
         results: List[CommandResult] = [
-            host.run(list(argv), timeout=10 * timeout_scale) for argv in runs
+            host.run(list(argv), timeout=10 * timeout_scale) for argv in targets.runs
         ]
         # A source that cannot answer (a bundle being re-collected, a bare tree) records
         # nothing: replaying the new bundle then says "not recorded", as the old one did.
         records = command_records([r for r in results if not r.not_recorded])
         for rec in records:
-            rec["stdout"] = redact(rec["stdout"])
-            rec["stderr"] = redact(rec["stderr"])
-        (bundle / "commands.yaml").write_text(yaml.safe_dump(records, sort_keys=False))
+            rec["stdout"] = redact_command_output(rec["argv"], rec["stdout"])
+            rec["stderr"] = redact_text(rec["stderr"])
+        _fresh(bundle / "commands.yaml", yaml.safe_dump(records, sort_keys=False))
         fact_names = _unique([f for c in checks for f in c.facts])
         facts: Dict[str, Any] = {name: host.fact(name) for name in fact_names}
-        (bundle / "host.json").write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n")
+        try:
+            facts = redact_data(facts)
+        except (TooLarge, RecursionError):
+            facts = {name: None for name in facts}  # unknown rather than unredacted
+        _fresh(bundle / "host.json", json.dumps(facts, indent=2, sort_keys=True) + "\n")
         if any(c.uses_gpus for c in checks):
             snapshot = host.gpus()
             if snapshot is not None:
-                (bundle / "gpus.json").write_text(json.dumps(snapshot, indent=2) + "\n")
+                _fresh(bundle / "gpus.json", json.dumps(snapshot, indent=2) + "\n")
         if any(c.uses_kmsg for c in checks):
             lines = host.kmsg()
             if lines is not None:
-                (bundle / "kmsg.log").write_text("\n".join(lines) + ("\n" if lines else ""))
-        write_bundle_meta(
-            bundle,
-            {
-                "hostname": host.hostname() or socket.gethostname(),
-                "boot_id": host.boot_id(),
-                "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "provenance": f"gpu-node-agent {version()} collect on {host.description}",
-            },
-        )
-        target = Path(out)
+                text = "\n".join(lines) + ("\n" if lines else "")
+                _fresh(bundle / "kmsg.log", redact_text(text))
+        meta: Dict[str, Any] = {
+            "hostname": host.hostname() or socket.gethostname(),
+            "boot_id": host.boot_id(),
+            "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "provenance": f"gpu-node-agent {version()} collect on {host.description}",
+        }
+        if collector.skipped:
+            meta["collect_skipped"] = collector.skipped
+        write_bundle_meta(bundle, meta)
+        _lock_down(bundle)
         if as_tar:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(target.name + ".partial")
-            with tarfile.open(tmp, "w:gz") as tar:
-                for entry in sorted(bundle.iterdir()):
-                    tar.add(entry, arcname=entry.name)
-            os.replace(tmp, target)
+            _write_tar(bundle, target)
         else:
-            if target.exists() and any(target.iterdir()):
-                raise FileExistsError(f"{target}: exists and is not empty")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.exists():
-                target.rmdir()
-            shutil.move(str(bundle), str(target))
+            try:  # rename(2) replaces an empty directory and nothing else
+                os.rename(str(bundle), str(target))
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                    raise OutputError(f"{target}: exists and is not an empty directory") from None
+                raise
         return target
     finally:
+        resolver.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -8,3 +8,15 @@ class ConfigError(Exception):
 
 class BundleError(Exception):
     """A bundle that cannot be read: one line naming the file and the problem."""
+
+
+class ParseError(ValueError):
+    """Input a parser refused: malformed, or past one of its limits (size, nesting, alias
+    expansion, integer length). One line; callers add the file name and map it to
+    ConfigError/BundleError (exit 2) or to a check's `unknown`. A ValueError, so callers that
+    already treat a ValueError as bad input keep doing so."""
+
+
+class OutputError(ConfigError):
+    """An output path a command will not write to (`collect -o` naming a non-empty directory
+    or an existing file): one line. A ConfigError, so the CLI's exit-2 mapping covers it."""
