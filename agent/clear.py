@@ -47,9 +47,11 @@ def validate(target: str) -> str:
 
 
 def boot_id(path: str = "/proc/sys/kernel/random/boot_id") -> Optional[str]:
+    """This boot's id; None when unreadable (then the state keeps every sticky fault)."""
+    from agent.boundedio import read_text_capped
+
     try:
-        with open(path, encoding="ascii") as fh:
-            return fh.read().strip() or None
+        return read_text_capped(path, 4096).strip() or None
     except OSError:
         return None
 

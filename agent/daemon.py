@@ -15,13 +15,29 @@ import logging
 import os
 import signal
 import threading
-import time
+from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import (
+    Any,
+    Callable,
+    Deque,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+)
 
 from agent import metrics
+from agent.boundedio import read_text_capped
 from agent.daemon_util import (
+    Clock,
     OutputPump,
+    Supervised,
+    Waker,
     close_all,
     malloc_trim,
     nvidia_majors,
@@ -37,6 +53,8 @@ from agent.sdnotify import Notifier
 from agent.webconfig import WebConfig, load_web_config
 
 EXIT_DRIVER_CHANGED = 75  # EX_TEMPFAIL: Restart=on-failure brings the unit back
+EXIT_WORKER_DIED = 70  # EX_SOFTWARE (sysexits.h): a worker thread kept dying; systemd restarts us
+SUPERVISE_S = 1.0  # how often the main thread looks at its workers
 TICK_S = 5.0  # the loop also wakes at once for SIGHUP/SIGTERM and when a cycle is due
 DRIVER_POLL_S = 5.0
 SNAPSHOT_WAIT_S = 5.0
@@ -78,7 +96,11 @@ class Daemon:
         xid_monitor: Any = None,
         listen_override: Optional[str] = None,
         stall_margin_s: float = 30.0,
+        clock: Optional[Clock] = None,
+        restart_backoff_s: float = 1.0,
     ) -> None:
+        self.clock = clock or Clock()
+        self.restart_backoff_s = restart_backoff_s
         self.checks = list(checks)
         self.loader = loader
         self.source = source
@@ -92,9 +114,16 @@ class Daemon:
         self.gen = loader()
         self.gen.web = self._load_web(self.gen.config)
         self.listen = listen_override or self.gen.config.run.listen_address
-        self.stop_event = threading.Event()
-        self.wake = threading.Event()  # interrupts the loop's wait (signals, stop())
+        self.stop_event = threading.Event()  # is_set() only: waits go through Wakers
+        self.wake = Waker()  # interrupts the loop's wait (reload, stop(), an urgent fault)
+        self._main_wake = Waker()  # the main thread's: signals (set_wakeup_fd), stop()
+        self._watch_wake = Waker()  # the watchdog's: stop()
         self.reload_event = threading.Event()
+        self._urgent = False  # a sticky fault arrived: run the fast checks now
+        self._signals: Dict[int, bool] = {}
+        self._workers: List[Supervised] = []
+        # (monotonic, wall) at the start of each recent cycle: what the clock tests look at
+        self.cycle_log: Deque[Tuple[float, float]] = deque(maxlen=256)
         self.exit_code = 0
         self.results: Dict[str, CheckResult] = {}
         self.last_run: Dict[str, float] = {}
@@ -103,11 +132,11 @@ class Daemon:
         self.last_success: Optional[float] = None
         self.cycle_duration: Optional[float] = None
         self.reload_ok = True
-        self.start_time = time.time()
+        self.start_time = self.clock.wall()
         self.ready = False
         # Progress, for the watchdog: the loop beats every tick; inside a cycle it is making
         # progress until the engine's own worst case (every wave's slowest deadline) passes.
-        self.heartbeat = time.monotonic()
+        self.heartbeat = self.clock.monotonic()
         self.cycle_started: Optional[float] = None
         waves = order_checks(self.checks)
         self.cycle_bound = sum(max(c.timeout_s for c in w) for w in waves) + stall_margin_s
@@ -118,6 +147,8 @@ class Daemon:
         made = list(outputs_factory(self.gen)) if outputs_factory else []
         self._pump = OutputPump(self._fixed_outputs + made, logger)
         self.server = MetricsServer(self.listen, self.gen.web, self._render())
+        if xid_monitor is not None and hasattr(xid_monitor, "on_sticky"):
+            xid_monitor.on_sticky = self.urgent_cycle
 
     # -- configuration -------------------------------------------------------------------
     def _load_web(self, config: Any) -> Optional[WebConfig]:
@@ -156,6 +187,8 @@ class Daemon:
                 yield host
         elif src.host_root is not None:
             yield tree_host(src.host_root, gpus=src.gpus)
+        elif self.xid_monitor is not None:
+            yield _StickyFromMemory(live_host(self.gen.config, gpus=src.gpus), self.xid_monitor)
         else:
             yield live_host(self.gen.config, gpus=src.gpus)
 
@@ -185,8 +218,9 @@ class Daemon:
     def run_cycle(self, intervals: Sequence[Interval]) -> Report:
         gen = self.gen
         ids = [c.id for c in self.checks if c.interval in intervals]
-        started = time.monotonic()
+        started = self.clock.monotonic()
         self.cycle_started = started
+        self.cycle_log.append((started, self.clock.wall()))
         if self.xid_monitor is not None:  # sticky faults first: the checks read them
             try:
                 self.xid_monitor.cycle(self.snapshot)
@@ -200,7 +234,7 @@ class Daemon:
                 description = host.description
         finally:
             self.cycle_started = None
-        now = time.time()
+        now = self.clock.wall()  # a timestamp written out, never a schedule
         for r in results:
             self.results[r.id] = r
             self.last_run[r.id] = now
@@ -208,7 +242,7 @@ class Daemon:
         previous = self.report
         self.report = build_report(ordered, gen.path, gen.strict, description, now, self.version)
         self.last_success = now
-        self.cycle_duration = time.monotonic() - started
+        self.cycle_duration = self.clock.monotonic() - started
         self._publish(previous)
         return self.report
 
@@ -284,14 +318,13 @@ class Daemon:
         Restart=on-failure starts the unit again with the new major allowed."""
         if self.source.bundle is not None or not self.gen.config.run.exit_on_new_driver:
             return False
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now < self._next_driver_poll:
             return False
         self._next_driver_poll = now + DRIVER_POLL_S
         root = self.source.host_root or "/"
-        try:
-            with open(os.path.join(root, "proc/devices"), encoding="utf-8") as fh:
-                current = nvidia_majors(fh.read())
+        try:  # bounded, and a byte that is not UTF-8 is replaced, never raised
+            current = nvidia_majors(read_text_capped(os.path.join(root, "proc/devices")))
         except OSError:
             return False
         if self._majors is None:
@@ -307,7 +340,7 @@ class Daemon:
 
     # -- the main loop -------------------------------------------------------------------
     def making_progress(self) -> bool:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         started = self.cycle_started
         if started is not None:
             return now - started < self.cycle_bound
@@ -318,15 +351,19 @@ class Daemon:
                    Interval.SLOW: self.gen.config.run.slow_interval}
         due: Dict[Interval, Optional[float]] = {iv: 0.0 for iv in Interval}
         self._driver_appeared()  # baseline before the first cycle
+        mono = self.clock.monotonic
         while not self.stop_event.is_set():
-            self.heartbeat = time.monotonic()
-            if self.reload_event.is_set():
+            self.heartbeat = mono()
+            if self.reload_event.is_set():  # any number of SIGHUPs so far: one reload
                 self.reload_event.clear()
                 self._reload()
                 periods = {Interval.FAST: self.gen.config.run.fast_interval,
                            Interval.SLOW: self.gen.config.run.slow_interval}
                 due = {iv: 0.0 for iv in Interval}  # a new config re-runs everything once
-            now = time.monotonic()
+            if self._urgent:
+                self._urgent = False
+                due[Interval.FAST] = 0.0
+            now = mono()
             ready = [iv for iv, t in due.items() if t is not None and t <= now]
             if ready:
                 try:
@@ -340,48 +377,89 @@ class Daemon:
                 self.exit_code = EXIT_DRIVER_CHANGED
                 self.stop()
                 break
-            self.heartbeat = time.monotonic()
+            self.heartbeat = mono()
             pending = [t for t in due.values() if t is not None]
-            wait = min([TICK_S] + [max(0.0, t - time.monotonic()) for t in pending])
+            wait = min([TICK_S] + [max(0.0, t - mono()) for t in pending])
             self.wake.wait(wait)
             self.wake.clear()
 
     def stop(self) -> None:
         self.stop_event.set()
-        self.wake.set()
+        for waker in (self.wake, self._main_wake, self._watch_wake):
+            waker.set()
 
     def request_reload(self) -> None:
         self.reload_event.set()
         self.wake.set()
 
+    def urgent_cycle(self) -> None:
+        """A sticky GPU fault arrived (the XID monitor's callback, any thread): run the fast
+        checks now, so the gate closes at once rather than at the next interval."""
+        self._urgent = True
+        self.wake.set()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        # Only a flag (and the wakeup fd's byte, written in C): no lock, no logging, no call
+        # that could nest under the next signal (signal(7) async-signal-safety; Python runs
+        # this between bytecodes of the main thread, so a burst of 3,000 must cost nothing).
+        self._signals[signum] = True
+
+    def _take_signals(self) -> None:
+        if self._signals.pop(signal.SIGTERM, False) | self._signals.pop(signal.SIGINT, False):
+            self.stop()
+        if self._signals.pop(signal.SIGHUP, False):
+            self.request_reload()
+
     def _watchdog(self, period: float) -> None:
-        while not self.stop_event.wait(period / 2):
-            if self.making_progress():
+        while not self.stop_event.is_set():
+            self._watch_wake.wait(period / 2)
+            if self.stop_event.is_set():
+                return
+            if self.making_progress() and self.server.alive():
                 self.notifier.watchdog()
+
+    def _supervise(self) -> None:
+        """Restart a dead worker with backoff; exit non-zero when one keeps dying or the
+        endpoint's threads are gone (a process without them is a zombie endpoint)."""
+        stopping = self.stop_event.is_set()
+        for worker in self._workers:
+            if not worker.check(stopping):
+                self._give_up(f"{worker.name} thread died {len(worker.deaths)} times",
+                              worker.last_error)
+                return
+        if not stopping and not self.server.alive():
+            self._give_up("metrics endpoint thread died", "")
+
+    def _give_up(self, why: str, error: str) -> None:
+        log(self.log, logging.CRITICAL, "exiting so systemd restarts the agent", reason=why,
+            error=error[:300])
+        self.exit_code = EXIT_WORKER_DIED
+        self.stop()
+
+    def _supervised(self, name: str, target: Callable[[], None]) -> Supervised:
+        return Supervised(name, target, self.log, self.clock, self._main_wake.set,
+                          backoff_s=self.restart_backoff_s)
 
     def serve(self, install_signals: bool = True, stop_timeout_s: float = 4.0) -> int:
         """Run until SIGTERM/SIGINT (or stop_event); the process exit code."""
+        previous: Dict[Any, Any] = {}
+        old_wakeup = -1
         if install_signals:
-            signal.signal(signal.SIGTERM, lambda *_: self.stop())
-            signal.signal(signal.SIGINT, lambda *_: self.stop())
-            signal.signal(signal.SIGHUP, lambda *_: self.request_reload())
-        self.server.start()
-        log(self.log, logging.INFO, "listening", address=self.listen, port=self.server.port,
-            tls=bool(self.gen.web and self.gen.web.ssl_context),
-            basic_auth=bool(self.gen.web and self.gen.web.auth_required))
-        threads = [threading.Thread(target=self.loop, name="main-loop", daemon=True)]
-        if self.notifier.watchdog_s:
-            threads.append(threading.Thread(
-                target=self._watchdog, args=(self.notifier.watchdog_s,), name="watchdog",
-                daemon=True))
-        self._pump.start()
-        for t in threads:
-            t.start()
-        while not self.stop_event.wait(5.0):  # signal handlers interrupt the wait
-            pass
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                previous[sig] = signal.signal(sig, self._on_signal)
+            old_wakeup = signal.set_wakeup_fd(self._main_wake.fd, warn_on_full_buffer=False)
+        try:
+            self._serve_until_stopped()
+        finally:
+            if install_signals:
+                signal.set_wakeup_fd(old_wakeup)
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
         self.notifier.stopping()
         log(self.log, logging.INFO, "stopping")
-        threads[0].join(stop_timeout_s / 2)  # mid-cycle it may be waiting on a deadline
+        loop = self._workers[0].thread if self._workers else None
+        if loop is not None:
+            loop.join(stop_timeout_s / 2)  # mid-cycle it may be waiting on a deadline
         self.server.stop()
         self._pump.stop()
         close_all(self._pump.outputs)
@@ -394,6 +472,45 @@ class Daemon:
             t.start()
             t.join(stop_timeout_s / 2)
         return self.exit_code
+
+    def _serve_until_stopped(self) -> None:
+        self.server.start()
+        log(self.log, logging.INFO, "listening", address=self.listen, port=self.server.port,
+            tls=bool(self.gen.web and self.gen.web.ssl_context),
+            basic_auth=bool(self.gen.web and self.gen.web.auth_required))
+        self._workers = [self._supervised("main-loop", self.loop),
+                         self._supervised("outputs", self._pump._run)]
+        watchdog_s = self.notifier.watchdog_s
+        if watchdog_s:
+            self._workers.append(self._supervised("watchdog", lambda: self._watchdog(watchdog_s)))
+        for worker in self._workers:
+            worker.start()
+        while not self.stop_event.is_set():
+            self._main_wake.wait(SUPERVISE_S)  # a signal writes to its pipe and ends the wait
+            self._main_wake.clear()
+            self._take_signals()
+            self._supervise()
+
+
+class _StickyFromMemory:
+    """The live host, with the sticky-fault fact taken from the XID monitor's memory: a fatal
+    fault closes the gate at the next cycle even when the state file could not be written
+    (read-only or full state directory); the file is only its copy across restarts."""
+
+    def __init__(self, host: Any, monitor: Any) -> None:
+        self._gna_host = host
+        self._gna_monitor = monitor
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._gna_host, name)
+
+    def fact(self, name: str) -> Any:
+        if name == "sticky":
+            view = getattr(self._gna_monitor, "view", None)
+            state = view() if view is not None else None
+            if state is not None:
+                return state
+        return self._gna_host.fact(name)
 
 
 def run_main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -> int:

@@ -24,6 +24,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from agent.atomic import write_atomic
+from agent.boundedio import CONFIG_CAP, read_bytes_capped
 
 DEFAULT_STATE_DIR = "/var/lib/gpu-node-agent"
 STATE_FILE = "sticky.json"
@@ -50,23 +51,70 @@ def monotonic_us() -> int:
     return int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1_000_000)
 
 
+def _is(value: Any, *types: type) -> bool:
+    """isinstance for JSON values, where a bool is never an int or a float."""
+    if isinstance(value, bool):
+        return bool in types
+    return isinstance(value, types)
+
+
+_NUM = (int, float)
+_FAULT_FIELDS = {  # field: the JSON types it may have (None: may be null or absent)
+    "kind": (str,), "code": (int, type(None)), "class": (str, type(None)),
+    "source": (str, type(None)), "count": (int,), "message": (str, type(None)),
+    "first_mono_us": (int, type(None)), "last_mono_us": (int, type(None)),
+    "first_at": (*_NUM, type(None)), "last_at": (*_NUM, type(None)),
+    "volatile_uncorrected": (int, type(None)),
+}
+_CLEAR_FIELDS = {
+    "selector": (str,), "by": (str, type(None)), "reason": (str, type(None)),
+    "mono_us": (int, type(None)), "at": (*_NUM, type(None)),
+}
+_GPU_FIELDS = {"pci": (str, type(None)), "uuid": (str, type(None)), "index": (int, type(None))}
+
+
+def _fields_ok(record: Any, spec: Mapping[str, Any]) -> bool:
+    return isinstance(record, dict) and all(
+        _is(record[k], *types) for k, types in spec.items() if k in record
+    )
+
+
+def _str_list(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
 def _valid(data: Any) -> bool:
-    return (
+    """The whole file has the shape and the field types this module writes: a file of the
+    right shape with a wrong type inside (a count that is a string, a GPU that is a list) is
+    corrupt too, or reading it would raise on every cycle and in `clear`."""
+    if not (
         isinstance(data, dict)
         and data.get("version") == SCHEMA_VERSION
+        and _is(data.get("boot_id"), str, type(None))
         and isinstance(data.get("faults"), list)
         and isinstance(data.get("clears"), list)
-        and all(isinstance(f, dict) for f in data["faults"])
-        and all(isinstance(c, dict) for c in data["clears"])
-    )
+    ):
+        return False
+    seen = data.get("ecc_seen", {})
+    if not isinstance(seen, dict) or not all(_is(v, int) for v in seen.values()):
+        return False
+    for fault in data["faults"]:
+        if not _fields_ok(fault, _FAULT_FIELDS) or not _fields_ok(fault.get("gpu", {}),
+                                                                 _GPU_FIELDS):
+            return False
+    for clear in data["clears"]:
+        if not _fields_ok(clear, _CLEAR_FIELDS) or "selector" not in clear:
+            return False
+        if not (_str_list(clear.get("pci")) and _str_list(clear.get("classes"))):
+            return False
+    return True
 
 
 def read_state_file(path: str) -> Optional[Dict[str, Any]]:
     """The state as a host fact (no lock: writes are atomic renames). A missing file is an
     empty state (nothing was ever recorded); a corrupt one is None (unknown)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(read_bytes_capped(path, CONFIG_CAP).decode("utf-8"))
     except FileNotFoundError:
         return empty_state(None)
     except (OSError, ValueError):
@@ -80,6 +128,7 @@ class StateStore:
         self.path = os.path.join(state_dir, STATE_FILE)
         self.lock_path = os.path.join(state_dir, LOCK_FILE)
         self.boot_id = boot_id
+        self.corrupt = False  # the last load() found a file it could not use
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -93,23 +142,36 @@ class StateStore:
 
     def load(self) -> Dict[str, Any]:
         """The state for this boot; never raises. Call with the lock held to then save."""
+        self.corrupt = False
         try:
-            with open(self.path, encoding="utf-8") as fh:
-                data = json.load(fh)
+            data = json.loads(read_bytes_capped(self.path, CONFIG_CAP).decode("utf-8"))
         except FileNotFoundError:
             return empty_state(self.boot_id)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSON errors too
+            self.corrupt = not isinstance(exc, PermissionError)
             log.warning(
                 "sticky state unreadable, starting fresh",
                 extra={"fields": {"path": self.path, "error": f"{type(exc).__name__}: {exc}"}},
             )
             return empty_state(self.boot_id)
         if not _valid(data):
+            self.corrupt = True
             log.warning(
-                "sticky state corrupt (unexpected shape), starting fresh",
+                "sticky state corrupt (unexpected shape or field type), starting fresh",
                 extra={"fields": {"path": self.path}},
             )
             return empty_state(self.boot_id)
+        if self.boot_id is None or data.get("boot_id") is None:
+            # Without both boot ids nobody can tell whether the host rebooted since the file
+            # was written: keep every fault (a reboot clears them; an unreadable id must not).
+            if self.boot_id is None and data.get("faults"):
+                log.warning(
+                    "boot id unreadable: sticky faults kept, a reboot cannot be detected",
+                    extra={"fields": {"path": self.path, "faults": len(data["faults"])}},
+                )
+            if data.get("boot_id") is None:
+                data["boot_id"] = self.boot_id
+            return data
         if data.get("boot_id") != self.boot_id:
             if data.get("faults"):
                 log.info(
@@ -137,6 +199,9 @@ class StateStore:
         """Lock, load what is on disk, apply ``change``, save. Returns the new state."""
         with self.locked():
             state = self.load()
+            if self.corrupt:  # kept aside for a post-mortem, then replaced by a fresh file
+                with contextlib.suppress(OSError):
+                    os.replace(self.path, self.path + ".corrupt")
             change(state)
             del state["faults"][MAX_FAULTS:]
             del state["clears"][:-MAX_CLEARS]

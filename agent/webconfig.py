@@ -10,13 +10,18 @@ curve_preferences, RequestClientCert) are refused rather than silently ignored.
 """
 import base64
 import hashlib
+import hmac
 import os
 import ssl
 import threading
-from typing import Dict, Literal, Optional
+import time
+from collections import OrderedDict
+from typing import Callable, Dict, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agent.boundedio import CONFIG_CAP, read_bytes_capped
 
 TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1,
@@ -37,7 +42,16 @@ ALLOWED_HEADERS = (
     "X-XSS-Protection",
     "Content-Security-Policy",
 )
-AUTH_CACHE_MAX = 256
+# Basic auth costs one bcrypt per distinct (user, password): ~50 ms of a core at cost 10. Verdicts
+# (good and bad) are cached by a keyed hash, and the bcrypt checks that are not cached are
+# rate-limited per client address and, for addresses that never authenticated, in all, so a
+# flood of wrong passwords cannot keep the host's cores busy (OWASP Authentication Cheat
+# Sheet, "Protect against automated attacks"; exporter-toolkit caches verdicts too).
+AUTH_CACHE_MAX = 1024
+ADDR_BURST, ADDR_REFILL_S = 5, 2.0  # per address: 5 uncached checks, then one per 2 s
+GLOBAL_BURST, GLOBAL_REFILL_S = 20, 0.5  # addresses with no success yet: 20, then 2 per s
+MAX_TRACKED = 4096  # addresses with a bucket (oldest forgotten first)
+AUTH_OK, AUTH_DENIED, AUTH_LIMITED = "ok", "denied", "limited"
 _DUMMY: Dict[str, bytes] = {}
 
 
@@ -49,6 +63,66 @@ def _dummy_hash() -> bytes:
     if "h" not in _DUMMY:
         _DUMMY["h"] = bcrypt.hashpw(os.urandom(16).hex().encode(), bcrypt.gensalt(10))
     return _DUMMY["h"]
+
+
+class _Bucket:
+    __slots__ = ("tokens", "at")
+
+    def __init__(self, tokens: float, at: float) -> None:
+        self.tokens, self.at = tokens, at
+
+    def take(self, now: float, burst: int, refill_s: float) -> bool:
+        # Monotonic time only: a wall-clock step must neither refill nor freeze a bucket.
+        self.tokens = min(float(burst), self.tokens + max(0.0, now - self.at) / refill_s)
+        self.at = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+class AuthLimiter:
+    """Token buckets for uncached password checks: one per address, one for all addresses
+    that have not authenticated yet (a known scraper is never starved by a flood)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._addr: OrderedDict[str, _Bucket] = OrderedDict()
+        self._known: OrderedDict[str, bool] = OrderedDict()
+        self._global: Optional[_Bucket] = None
+        self._lock = threading.Lock()
+
+    def allow(self, addr: Optional[str]) -> bool:
+        now = self.clock()
+        key = addr or "?"
+        with self._lock:
+            bucket = self._addr.pop(key, None) or _Bucket(float(ADDR_BURST), now)
+            self._addr[key] = bucket
+            while len(self._addr) > MAX_TRACKED:
+                self._addr.popitem(last=False)
+            if not bucket.take(now, ADDR_BURST, ADDR_REFILL_S):
+                return False
+            if key in self._known:
+                return True
+            if self._global is None:
+                self._global = _Bucket(float(GLOBAL_BURST), now)
+            if not self._global.take(now, GLOBAL_BURST, GLOBAL_REFILL_S):
+                bucket.tokens += 1.0  # not this address's fault
+                return False
+            return True
+
+    def succeeded(self, addr: Optional[str]) -> None:
+        key = addr or "?"
+        with self._lock:
+            bucket = self._addr.get(key)
+            if bucket is not None:  # a good password costs the address nothing
+                bucket.tokens = min(float(ADDR_BURST), bucket.tokens + 1.0)
+            if key not in self._known and self._global is not None:
+                self._global.tokens = min(float(GLOBAL_BURST), self._global.tokens + 1.0)
+            self._known[key] = True
+            self._known.move_to_end(key)
+            while len(self._known) > 256:
+                self._known.popitem(last=False)
 
 
 class WebConfigError(Exception):
@@ -97,45 +171,63 @@ class WebConfig:
         for user, hashed in self.users.items():
             if not hashed.startswith((b"$2a$", b"$2b$", b"$2y$")):
                 raise ValueError(f"basic_auth_users.{user}: not a bcrypt hash")
-        self._ok_cache: Dict[bytes, bool] = {}
+        self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
+        self._cache_key = os.urandom(32)  # verdicts are keyed by HMAC, never by the password
         self._lock = threading.Lock()
+        self._bcrypt_lock = threading.Lock()  # one bcrypt at a time: at most one core
+        self.limiter = AuthLimiter()
+        self.bcrypt_checks = 0  # how many bcrypt verifications ran (tests, bench)
 
     @property
     def auth_required(self) -> bool:
         return bool(self.users)
 
-    def check_authorization(self, header: Optional[str]) -> bool:
+    def check_authorization(self, header: Optional[str], client: Optional[str] = None) -> bool:
         """True when basic auth is off, or the Authorization header carries a valid user."""
+        return self.authorize(header, client) == AUTH_OK
+
+    def authorize(self, header: Optional[str], client: Optional[str] = None) -> str:
+        """AUTH_OK, AUTH_DENIED, or AUTH_LIMITED (an uncached check refused by the rate
+        limit for ``client``, the peer address: answer 429 without running bcrypt)."""
         if not self.users:
-            return True
+            return AUTH_OK
         if not header or not header.startswith("Basic "):
-            return False
+            return AUTH_DENIED
         try:
             user, _, password = base64.b64decode(header[6:].strip(), validate=True).decode(
                 "utf-8"
             ).partition(":")
         except (ValueError, UnicodeDecodeError):
-            return False
+            return AUTH_DENIED
+        hashed = self.users.get(user)
+        key = hmac.new(self._cache_key, b"\0".join([user.encode(), password.encode()]),
+                       hashlib.sha256).digest()
+        with self._lock:
+            cached = self._verdicts.get(key)
+            if cached is not None:
+                self._verdicts.move_to_end(key)
+        if cached is not None:
+            if cached:
+                self.limiter.succeeded(client)
+            return AUTH_OK if cached else AUTH_DENIED
+        if not self.limiter.allow(client):
+            return AUTH_LIMITED
         import bcrypt
 
-        hashed = self.users.get(user)
-        # bcrypt costs ~50 ms at cost 10; successful checks are cached by a digest of
-        # (user, hash, password) so a scrape every 15 s does not pay it each time.
-        key = hashlib.sha256(b"\0".join([user.encode(), hashed or b"", password.encode()])).digest()
-        with self._lock:
-            if key in self._ok_cache:
-                return True
-        try:
-            ok = bcrypt.checkpw(password.encode("utf-8"), hashed or _dummy_hash())
-        except ValueError:  # a malformed hash in the file: nobody gets in with it
-            ok = False
+        with self._bcrypt_lock:
+            self.bcrypt_checks += 1
+            try:
+                ok = bcrypt.checkpw(password.encode("utf-8"), hashed or _dummy_hash())
+            except ValueError:  # a malformed hash in the file: nobody gets in with it
+                ok = False
         ok = ok and hashed is not None
+        with self._lock:
+            self._verdicts[key] = ok
+            while len(self._verdicts) > AUTH_CACHE_MAX:
+                self._verdicts.popitem(last=False)
         if ok:
-            with self._lock:
-                if len(self._ok_cache) >= AUTH_CACHE_MAX:
-                    self._ok_cache.clear()
-                self._ok_cache[key] = True
-        return ok
+            self.limiter.succeeded(client)
+        return AUTH_OK if ok else AUTH_DENIED
 
 
 def _ssl_context(tls: TlsServerConfig, base_dir: str) -> ssl.SSLContext:
@@ -164,9 +256,8 @@ def _rel(path: str, base_dir: str) -> str:
 
 def load_web_config(path: str) -> WebConfig:
     """Parse and validate a web-config file; WebConfigError (one line) when it is not usable."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+    try:  # capped: a reload must never read a huge file into the agent's memory
+        data = yaml.safe_load(read_bytes_capped(path, CONFIG_CAP).decode("utf-8"))
     except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise WebConfigError(f"{path}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     try:

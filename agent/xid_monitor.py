@@ -6,14 +6,16 @@ handy on a host to watch XIDs without the full agent.
 """
 
 import argparse
+import contextlib
+import copy
 import logging
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from agent.kmsg import KernelLine, parse_line
-from agent.state import StateStore, add_clear, add_fault, monotonic_us
+from agent.state import StateStore, add_clear, add_fault, empty_state, monotonic_us
 from agent.xid import Deduper, GpuMap, XidCounter, XidEvent, parse_xid, pci_key, recovered_pci
 
 log = logging.getLogger("gpu-node-agent").getChild("xid")
@@ -84,8 +86,16 @@ class XidMonitor:
         # (gpu, code) -> (latest event, how many): bounded by GPUs x codes, not by the burst
         self._pending: Dict[Tuple[str, int], Tuple[XidEvent, XidEvent, int]] = {}
         self._resets: List[Tuple[str, Optional[int]]] = []
-        self.state: Dict[str, Any] = {}
+        self.state: Dict[str, Any] = {}  # what the checks see: the file plus anything unsaved
+        self._saved: Optional[Dict[str, Any]] = None  # the file as last read or written
+        # Recorded but not yet written (read-only or full state directory): kept in memory,
+        # shown to the checks at once, written when the directory takes it again.
+        self._unsaved_faults: List[Dict[str, Any]] = []
+        self._unsaved_resets: List[Tuple[str, Optional[int]]] = []
+        self._unsaved_seen: Dict[str, int] = {}
+        self.write_failures = 0
         self.events: Any = None  # an agent.nvml_events.NvmlEventStream, when one feeds us
+        self.on_sticky: Optional[Callable[[], None]] = None  # the daemon: run the checks now
 
     def start(self) -> Dict[str, Any]:
         """Load the state (a corrupt or foreign-boot file is replaced by a fresh one, logged)."""
@@ -94,13 +104,20 @@ class XidMonitor:
 
             self._source = open_kernel_source(run=self._run)
         try:
-            self.state = self.store.update(lambda state: None)
+            self._saved = self.store.update(lambda state: None)
         except OSError as exc:
             log.error(
                 "cannot write the sticky state",
                 extra={"fields": {"path": self.store.path, "error": str(exc)}},
             )
+            self._saved = self.store.load()  # read what we can; writes are retried per cycle
+        self.state = self._saved
         return self.state
+
+    def view(self) -> Optional[Dict[str, Any]]:
+        """The sticky state as the checks must judge it (file + unsaved), or None when the
+        monitor has none (the caller then reads the file)."""
+        return self.state if self.state.get("version") is not None else None
 
     def poll(self) -> int:
         """Drain the kernel records that arrived since the last call, one at a time (memory:
@@ -129,6 +146,14 @@ class XidMonitor:
                 key = (ev.pci or ev.uuid or str(ev.index), ev.code)
                 old = self._pending.get(key)
                 self._pending[key] = (old[0] if old else ev, ev, (old[2] + 1) if old else 1)
+                urgent = self.on_sticky if old is None else None
+            else:
+                urgent = None
+        if urgent is not None:
+            try:
+                urgent()
+            except Exception:  # the daemon's wake-up must never stop XID intake
+                log.exception("sticky-fault callback failed")
         return True
 
     def feed_nvml(self, event: Mapping[str, Any]) -> bool:
@@ -180,14 +205,32 @@ class XidMonitor:
             fault_record(self.gpus.resolve(first), last, n, self.policy.klass(first.code))
             for first, last, n in pending.values()
         ]
-        readings = ecc_readings(snapshot)
-        seen_before = self.state.get("ecc_seen") or {}
-        if not faults and not resets and all(seen_before.get(g["pci"]) == n for g, n in readings):
-            self.state = self.store.load()  # nothing to write; pick up a `clear` (atomic rename)
+        # ECC: compared with what this process saw last (it is the only writer of ecc_seen).
+        seen_before = dict(self.state.get("ecc_seen") or {})
+        seen_now: Dict[str, int] = {}
+        for gpu, unc in ecc_readings(snapshot):
+            # An ECC fault is a state, not an event: recorded when the count goes up, so a
+            # `clear` holds until new errors arrive; a drop (reset, re-init) re-arms it.
+            if unc > int(seen_before.get(gpu["pci"], 0)):
+                faults.append(ecc_fault(gpu, unc))
+            if seen_before.get(gpu["pci"]) != unc:
+                seen_now[gpu["pci"]] = unc
+        self._unsaved_faults += faults
+        self._unsaved_resets += resets
+        self._unsaved_seen.update(seen_now)
+        if not (self._unsaved_faults or self._unsaved_resets or self._unsaved_seen):
+            self._saved = self.store.load()  # nothing to write; pick up a `clear` (atomic rename)
+            if self.store.corrupt:  # replace a file nobody can use by a fresh one
+                with contextlib.suppress(OSError):
+                    self._saved = self.store.update(lambda state: None)
+            self.state = self._saved
             return self.state
+        batch_faults = list(self._unsaved_faults)
+        batch_resets = list(self._unsaved_resets)
+        batch_seen = dict(self._unsaved_seen)
 
-        def change(state: Dict[str, Any]) -> None:
-            for pci, mono in resets:
+        def change(state: Dict[str, Any]) -> List[Dict[str, Any]]:
+            for pci, mono in batch_resets:
                 add_clear(
                     state,
                     pci,
@@ -196,39 +239,41 @@ class XidMonitor:
                     classes=["reset-gpu"],
                     mono_us=mono,
                 )
-            seen = state.setdefault("ecc_seen", {})
-            for gpu, unc in readings:
-                # An ECC fault is a state, not an event: recorded when the count goes up, so a
-                # `clear` holds until new errors arrive; a drop (reset, re-init) re-arms it.
-                if unc > int(seen.get(gpu["pci"], 0)):
-                    faults.append(ecc_fault(gpu, unc))
-                seen[gpu["pci"]] = unc
-            for fault in faults:
-                if add_fault(state, fault):
-                    log.warning(
-                        "sticky GPU fault recorded",
-                        extra={
-                            "fields": {
-                                "gpu": fault["gpu"].get("index"),
-                                "pci": fault["gpu"].get("pci"),
-                                "kind": fault["kind"],
-                                "xid": fault["code"],
-                                "class": fault["class"],
-                            }
-                        },
-                    )
+            state.setdefault("ecc_seen", {}).update(batch_seen)
+            return [copy.deepcopy(f) for f in batch_faults if add_fault(state, copy.deepcopy(f))]
 
+        added: List[Dict[str, Any]] = []
         try:
-            self.state = self.store.update(change)
-        except OSError as exc:  # a full disk must not stop the agent; retried next cycle
+            self._saved = self.store.update(lambda state: added.extend(change(state)))
+        except OSError as exc:
+            # The fault closes the gate now, from memory; the write is retried every cycle.
+            self.write_failures += 1
+            view = copy.deepcopy(self._saved or self.state or empty_state(self.store.boot_id))
+            for key in ("faults", "clears"):
+                view.setdefault(key, [])
+            change(view)
+            self.state = view
             log.error(
-                "cannot write the sticky state",
-                extra={"fields": {"path": self.store.path, "error": str(exc)}},
+                "cannot write the sticky state; faults kept in memory, retrying each cycle",
+                extra={"fields": {"path": self.store.path, "error": str(exc),
+                                  "unsaved_faults": len(batch_faults)}},
             )
-            with self._lock:
-                for key, value in pending.items():
-                    self._pending.setdefault(key, value)
-                self._resets[:0] = resets
+            return self.state
+        self._unsaved_faults, self._unsaved_resets, self._unsaved_seen = [], [], {}
+        self.state = self._saved
+        for fault in added:
+            log.warning(
+                "sticky GPU fault recorded",
+                extra={
+                    "fields": {
+                        "gpu": (fault.get("gpu") or {}).get("index"),
+                        "pci": (fault.get("gpu") or {}).get("pci"),
+                        "kind": fault.get("kind"),
+                        "xid": fault.get("code"),
+                        "class": fault.get("class"),
+                    }
+                },
+            )
         return self.state
 
     def stop(self) -> None:
