@@ -1,21 +1,17 @@
 #!/usr/bin/env bash
-# Prometheus, promtool, wrk and node_exporter (Debian's packages) for the metrics tests and
-# the scrape bench: tests run `prometheus` and `prometheus-node-exporter` binaries directly on
-# loopback ports with their own temp storage, never the packaged services. So the install must
-# not start those services: a policy-rc.d that refuses service starts is put in place for the
-# install when the machine has none (the Debian convention, invoke-rc.d(8)). systemd provides
-# systemd-analyze for the unit tests (verify, security --offline=yes).
+# Prometheus, promtool and node_exporter (Debian bookworm's packages) for the metrics tests,
+# and wrk for the scrape bench (bench/bench_scrape.py): unpacked into the cache, never
+# installed, so no prometheus or node_exporter service exists on this machine. Tests run the
+# binaries directly on loopback ports with their own temp storage. wrk needs LuaJIT's library,
+# unpacked beside it (a wrapper in the cache sets the library path).
+# systemd-analyze (verify, security --offline=yes) is the machine's own: systemd is part of
+# every Debian system these tests target.
 set -euo pipefail
 # shellcheck source=.ci/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need=()
-command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
-command -v promtool >/dev/null 2>&1 || need+=(prometheus)
-command -v wrk >/dev/null 2>&1 || need+=(wrk)
-command -v prometheus-node-exporter >/dev/null 2>&1 || need+=(prometheus-node-exporter)
-command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
-if [ "${#need[@]}" -eq 0 ]; then
-  exit 0
-fi
-# shellcheck disable=SC2068  # word splitting of the package list is intended
-install_without_services "prometheus.service prometheus-node-exporter.service" ${need[@]}
+unpack_debs bookworm prometheus prometheus prometheus-node-exporter
+unpack_debs bookworm wrk wrk libluajit-5.1-2 libluajit-5.1-common
+lib_wrapper wrk usr/bin/wrk
+"$GNA_CI_CACHE/prometheus/root/usr/bin/prometheus" --version 2>&1 | head -n 1
+"$GNA_CI_CACHE/wrk/bin/wrk" --version 2>&1 | head -n 1 || true  # wrk --version exits 1
+command -v systemd-analyze >/dev/null || { echo "systemd-analyze missing: systemd is not installed" >&2; exit 1; }

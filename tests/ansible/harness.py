@@ -16,10 +16,12 @@ import tarfile
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional
 
+from tests.components import ansible_venv
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 ROLE_DIR = REPO / "ansible" / "roles"
-VENV = Path(os.environ.get("GNA_ANSIBLE_VENV", "/opt/gna-ci/ansible"))
+VENV = ansible_venv()  # GNA_ANSIBLE_VENV, default .cache/ci/ansible (tests/components.py)
 PLAYBOOK_TIMEOUT_S = 240
 
 

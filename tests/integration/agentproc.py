@@ -3,7 +3,6 @@
 with bounded waits. Nothing here is a test; test modules and bench/ import it."""
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -13,6 +12,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
+
+from tests.components import component
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLES = REPO / "tests" / "fixtures" / "bundles"
@@ -125,7 +126,7 @@ class Prometheus:
             "scrape_configs": scrape_configs,
         }))
         self.proc = Proc([
-            shutil.which("prometheus") or "prometheus", f"--config.file={cfg}",
+            component("prometheus"), f"--config.file={cfg}",
             f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{self.port}",
             "--storage.tsdb.retention.time=1h", "--log.level=warn",
         ], tmp / "prometheus.log", cwd=tmp)

@@ -12,6 +12,7 @@ import pytest
 
 from tests.ansible import harness
 from tests.ansible.verify_role import BIN, CONFIG, verify
+from tests.components import component
 
 pytestmark = pytest.mark.integration
 
@@ -207,9 +208,7 @@ def _toml(text: str) -> Dict[str, Any]:
 
 def _containerd_dump(toml_text: str, work: Path) -> Dict[str, Any]:
     """containerd's own reading of the CRI section (`config dump` needs no daemon)."""
-    binary = shutil.which("containerd")
-    if binary is None:
-        pytest.skip("containerd not installed: run .ci/setup.d/70-ansible.sh")
+    binary = component("containerd-1.6")  # Debian's, unpacked by .ci/setup.d/30-containerd.sh
     cfg = work / "containerd-from-nodeconfig.toml"
     cfg.write_text(toml_text)
     proc = subprocess.run([binary, "--config", str(cfg), "config", "dump"], capture_output=True,

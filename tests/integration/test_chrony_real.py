@@ -1,4 +1,4 @@
-"""time-sync against a real chronyd (Debian's chrony, .ci/setup.d/40-chrony.sh).
+"""time-sync against a real chronyd (Debian's chrony, unpacked by .ci/setup.d/40-chrony.sh).
 
 A `local stratum 3` server on a loopback port and `-x` clients (chronyd never touches this
 machine's clock with -x: chronyd(8)), each with its own config, pid file, drift file and
@@ -24,15 +24,13 @@ from agent.host import CommandResult, Host, StaticFacts
 from agent.live import SubprocessCommands, adjtimex
 from checks.policy import ResolvedPolicy, load_policy
 from checks.time_sync import TIME_SYNC
+from tests.components import component
 
 pytestmark = pytest.mark.integration
 
-CHRONYD = shutil.which("chronyd") or ("/usr/sbin/chronyd" if os.path.exists("/usr/sbin/chronyd")
-                                      else None)
-CHRONYC = shutil.which("chronyc")
-if CHRONYD is None or CHRONYC is None:
-    pytest.skip("chronyd/chronyc not installed (CI installs them: .ci/setup.d/40-chrony.sh)",
-                allow_module_level=True)
+# Debian's chronyd and chronyc unpacked by .ci/setup.d/40-chrony.sh (never this machine's own):
+# looked up per test, so a missing chrony skips (or, under GNA_REQUIRE_COMPONENTS=1, fails)
+# each test that needs it.
 
 POLL = -4  # log2 seconds: 62.5 ms
 POLL_S = 2.0 ** POLL
@@ -68,7 +66,7 @@ class Chronyd:
         user = ["-u", "root"] if os.geteuid() == 0 else ["-U"]
         self.log = open(self.dir / "chronyd.log", "w")  # noqa: SIM115 (closed in stop)
         self.proc: Optional[subprocess.Popen] = subprocess.Popen(
-            [str(CHRONYD), "-x", "-d", *user, "-f", str(conf)],
+            [component("chronyd"), "-x", "-d", *user, "-f", str(conf)],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self._wait_for_socket(5.0)
 
@@ -84,7 +82,7 @@ class Chronyd:
         raise AssertionError(f"chronyd did not come up: {(self.dir / 'chronyd.log').read_text()}")
 
     def chronyc(self, *args: str) -> "subprocess.CompletedProcess[str]":
-        return subprocess.run([str(CHRONYC), "-h", self.socket, *args], capture_output=True,
+        return subprocess.run([component("chronyc"), "-h", self.socket, *args], capture_output=True,
                               text=True, timeout=5, check=False)
 
     def stop(self) -> None:
@@ -113,7 +111,7 @@ class ChronycToSocket:
         self.seen.append(asked)
         if argv and argv[0] == "chronyc":
             args = list(argv[1:]) if "-h" in argv else ["-h", self.sock, *argv[1:]]
-            res = self.real.run([str(CHRONYC), *args], timeout)
+            res = self.real.run([component("chronyc"), *args], timeout)
             # Answer as the argv asked (collect records the result under res.argv).
             return CommandResult(asked, res.rc, res.stdout, res.stderr, res.timed_out)
         return CommandResult(asked, 127, "", f"{argv[0]}: not run in this test")

@@ -2,11 +2,10 @@
 sandbox through the stand-in nvidia-container-runtime (proven by its marker file), and a config
 it fails does not.
 
-The real containerd daemon (Debian's 1.6) runs in a temp root with its own socket;
+The real containerd daemon (Debian's 1.6, unpacked by .ci/setup.d/30-containerd.sh) runs in a temp root with its own socket;
 `restrict_oom_score_adj = true` because this VM lacks CAP_SYS_RESOURCE; the sandbox image is
 built locally from a static busybox since no registry is reachable; host network, so no CNI.
 """
-import shutil
 import time
 from pathlib import Path
 
@@ -17,8 +16,9 @@ from agent.host import Host
 from agent.live import SubprocessCommands
 from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.policy import ResolvedPolicy, load_policy
+from tests.components import component
 from tests.conftest import REPO
-from tests.integration.containerd.support import Daemon, containerd_16, image_tar
+from tests.integration.containerd.support import Daemon, containerd_16, image_tar, runtime_path
 
 pytestmark = pytest.mark.integration
 grpc = pytest.importorskip("grpc", reason="grpcio missing: pip install -e .[test]")
@@ -43,7 +43,7 @@ def write_configs(work: Path, wipe: bool) -> Path:
     (etc / "conf.d").mkdir(parents=True)
     (work / "bin").mkdir()
     stand_in = work / "bin/nvidia-container-runtime"
-    runc = shutil.which("runc") or pytest.skip("runc not installed: run .ci/setup.d/30-containerd.sh")
+    runc = component("runc")
     stand_in.write_text(f'#!/bin/sh\necho "$*" >> {work}/marker\nexec {runc} "$@"\n')
     stand_in.chmod(0o755)
     (etc / "config.toml").write_text(
@@ -90,8 +90,10 @@ def run_sandbox(socket: Path, handler: str, uid: str):
 
 
 @pytest.mark.parametrize("wipe", [False, True], ids=["check-passes", "check-fails"])
-def test_check_verdict_matches_what_the_real_daemon_does(tmp_path, wipe):
+def test_check_verdict_matches_what_the_real_daemon_does(tmp_path, monkeypatch, wipe):
     binary = containerd_16()
+    # The check runs `containerd config dump` from PATH: this 1.6, never the machine's own.
+    monkeypatch.setenv("PATH", runtime_path(binary))
     work = tmp_path
     config = write_configs(work, wipe)
     settings = Config(containerd={"config_path": str(config)}).model_dump()

@@ -1,7 +1,6 @@
 """gpu-count on a "live" host: pyudev enumerates fake NVIDIA PCI devices that umockdev
 presents (umockdev-run), and NVML answers through the simulated library."""
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,12 +8,12 @@ from typing import List
 
 import pytest
 
+from tests.components import component
 from tests.nvml_sim import simlib
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-UMOCKDEV_RUN = shutil.which("umockdev-run")
 
 
 def _device(slot: str, pci_id: str, pci_class: str, driver: str) -> str:
@@ -52,10 +51,9 @@ def h100_slots(count: int = 8) -> List[str]:
 
 
 def run_under_umockdev(devices: Path, args: List[str], env):
-    if UMOCKDEV_RUN is None:
-        pytest.skip("umockdev-run not installed (.ci/setup.d/20-nvml.sh installs it)")
+    umockdev_run = component("umockdev-run")  # unpacked by .ci/setup.d/20-nvml.sh
     env = {k: v for k, v in env.items() if k != "LD_PRELOAD"}  # umockdev preloads its own
-    return subprocess.run([UMOCKDEV_RUN, "-d", str(devices), "--", sys.executable] + args,
+    return subprocess.run([umockdev_run, "-d", str(devices), "--", sys.executable] + args,
                           env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
 
 

@@ -31,6 +31,7 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import parse_wheel_filename
 
+from tests.components import SPECS, component, locate, missing
 from tests.conftest import BUNDLES, REPO, run_cli
 
 pytestmark = pytest.mark.integration
@@ -46,9 +47,9 @@ WANTS_LINK = Path("/etc/systemd/system/multi-user.target.wants/gpu-node-agent.se
 
 
 def _need(*tools: str) -> None:
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (.ci/setup.d/60-packaging.sh installs them)")
+    absent = [t for t in tools if (locate(t) if t in SPECS else shutil.which(t)) is None]
+    if absent:
+        missing("packaging", f"{', '.join(absent)} not installed (.ci/setup.d/60-packaging.sh provides them)")
 
 
 def _run(argv: List[str], timeout: float = 120, check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -253,8 +254,8 @@ def test_shellcheck():
     pkg = REPO / "packaging"
     sh = [pkg / "files" / "install-venv", pkg / "files" / "gpu-node-agent"]
     sh += sorted((pkg / "scripts" / "deb").iterdir()) + sorted((pkg / "scripts" / "rpm").iterdir())
-    _run(["shellcheck", "-s", "sh"] + [str(p) for p in sh])
-    _run(["shellcheck", str(pkg / "build.sh")])
+    _run([component("shellcheck"), "-s", "sh"] + [str(p) for p in sh])
+    _run([component("shellcheck"), str(pkg / "build.sh")])
 
 
 # --- the .rpm -----------------------------------------------------------------------------

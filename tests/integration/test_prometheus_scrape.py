@@ -10,6 +10,7 @@ import bcrypt
 import pytest
 
 from agent.version import version
+from tests.components import component
 from tests.integration.agentproc import BUNDLES, Prometheus, http_get, start_agent
 from tests.unit.test_metrics_endpoint import make_cert
 
@@ -18,8 +19,8 @@ FAST = "run:\n  fast_interval: 1\n  slow_interval: 3\n"
 
 
 def _need(binary):
-    if shutil.which(binary) is None:
-        pytest.skip(f"{binary} not installed (.ci/setup.d/50-prometheus.sh installs it)")
+    """Debian's prometheus/promtool unpacked by .ci/setup.d/50-prometheus.sh."""
+    return component(binary)
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +86,12 @@ def test_promtool_check_metrics_on_a_live_scrape(tmp_path, sim):
     finally:
         agent.stop()
     assert b"gpu_node_agent_gpu_info{" in body
-    res = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True,
+    res = subprocess.run([component("promtool"), "check", "metrics"], input=body, capture_output=True,
                          timeout=60)
     assert res.returncode == 0 and not res.stdout.strip() and not res.stderr.strip(), res
     # the linter is not a rubber stamp: a counter without _total is reported
     bad = b"# HELP x_errors Errors.\n# TYPE x_errors counter\nx_errors 1\n"
-    res = subprocess.run(["promtool", "check", "metrics"], input=bad, capture_output=True,
+    res = subprocess.run([component("promtool"), "check", "metrics"], input=bad, capture_output=True,
                          timeout=60)
     assert res.returncode != 0 or res.stdout.strip() or res.stderr.strip()
 
@@ -136,12 +137,12 @@ def test_tls_basic_auth_and_wrong_password(tmp_path):
 def test_promtool_rules(tmp_path):
     _need("promtool")
     rules = os.path.join(os.path.dirname(__file__), "..", "..", "prometheus")
-    res = subprocess.run(["promtool", "check", "rules", f"{rules}/alerts.yml"],
+    res = subprocess.run([component("promtool"), "check", "rules", f"{rules}/alerts.yml"],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
     tests = sorted(f for f in os.listdir(f"{rules}/tests") if f.endswith(".yml"))
     assert tests
-    res = subprocess.run(["promtool", "test", "rules", *[f"{rules}/tests/{t}" for t in tests]],
+    res = subprocess.run([component("promtool"), "test", "rules", *[f"{rules}/tests/{t}" for t in tests]],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "SUCCESS" in res.stdout, res.stdout + res.stderr
     # The rule tests can fail: shortening a `for:` or dropping the NaN guard is caught.
@@ -151,6 +152,6 @@ def test_promtool_rules(tmp_path):
         assert old in text
         (tmp_path / "alerts.yml").write_text(text.replace(old, new))
         shutil.copy(f"{rules}/tests/alerts_test.yml", tmp_path / "tests" / "alerts_test.yml")
-        res = subprocess.run(["promtool", "test", "rules", str(tmp_path / "tests/alerts_test.yml")],
+        res = subprocess.run([component("promtool"), "test", "rules", str(tmp_path / "tests/alerts_test.yml")],
                              capture_output=True, text=True, timeout=120)
         assert res.returncode != 0, f"mutation {old!r} -> {new!r} not caught"

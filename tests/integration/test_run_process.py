@@ -9,6 +9,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.components import component
 from tests.integration.agentproc import (
     BUNDLES,
     Proc,
@@ -83,9 +84,7 @@ def test_textfile_is_written_atomically_and_matches_the_endpoint(tmp_path):
     samples = [s for f in text_string_to_metric_families(text.decode()) for s in f.samples]
     assert samples and all(s.timestamp is None for s in samples)
     # the real consumer: node_exporter's textfile collector reads it without an error
-    exe = shutil.which("prometheus-node-exporter")
-    if exe is None:
-        pytest.skip("prometheus-node-exporter not installed (.ci/setup.d/50-prometheus.sh)")
+    exe = component("node_exporter")  # Debian's, unpacked by .ci/setup.d/50-prometheus.sh
     nport = free_port()
     node = Proc([exe, f"--web.listen-address=127.0.0.1:{nport}", "--collector.disable-defaults",
                  "--collector.textfile", f"--collector.textfile.directory={out}"],

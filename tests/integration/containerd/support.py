@@ -14,13 +14,9 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-import pytest
-
 from agent.host import CommandResult
 from agent.live import SubprocessCommands
-
-# .ci/setup.d/30-containerd.sh unpacks Debian trixie's containerd 1.7 here.
-TRIXIE_DIR = Path(os.environ.get("GNA_CONTAINERD17_DIR", "/opt/gpu-node-agent-ci/containerd-trixie"))
+from tests.components import component, missing
 
 
 def binary_version(path: str) -> Optional[str]:
@@ -31,18 +27,36 @@ def binary_version(path: str) -> Optional[str]:
     return out.stdout if out.returncode == 0 else None
 
 
-def containerd_16() -> str:
-    path = shutil.which("containerd")
-    if not path or not binary_version(path):
-        pytest.skip("containerd (Debian bookworm's 1.6) not installed: run .ci/setup.d/30-containerd.sh")
+def containerd(series: str) -> str:
+    """Debian's containerd of one series, unpacked by .ci/setup.d/30-containerd.sh: "1.6"
+    (bookworm), "1.7" (trixie) or "2.1" (forky); skips (fails under GNA_REQUIRE_COMPONENTS=1)
+    when it is missing or answers `--version` with another series."""
+    path = component(f"containerd-{series}")
+    version = binary_version(path) or ""
+    # `containerd --version`: "containerd github.com/containerd/containerd[/v2] 2.1.9+unknown ..."
+    if f" {series}." not in version:
+        missing(f"containerd-{series}", f"{path} is not containerd {series}: {version.strip()!r}")
     return path
 
 
+def containerd_16() -> str:
+    return containerd("1.6")
+
+
 def containerd_17() -> str:
-    path = TRIXIE_DIR / "root" / "usr" / "bin" / "containerd"
-    if not binary_version(str(path)) or "1.7." not in (binary_version(str(path)) or ""):
-        pytest.skip(f"containerd 1.7 not unpacked at {path}: run .ci/setup.d/30-containerd.sh")
-    return str(path)
+    return containerd("1.7")
+
+
+def containerd_21() -> str:
+    return containerd("2.1")
+
+
+def runtime_path(binary: str) -> str:
+    """PATH for a containerd daemon and the checks that run `containerd`: its own directory
+    first (its shims and ctr), then runc's, then the caller's."""
+    runc = component("runc")
+    return os.pathsep.join([str(Path(binary).parent), str(Path(runc).parent),
+                            os.environ.get("PATH", "/usr/bin:/bin")])
 
 
 def rewrite_tree(bundle_root: Path, dest: Path) -> Path:
@@ -71,10 +85,9 @@ class BinaryAs:
         return CommandResult(tuple(argv), res.rc, res.stdout, res.stderr, res.timed_out)
 
 
-def image_tar(out: Path, name: str, busybox: str = "/usr/bin/busybox") -> Path:
+def image_tar(out: Path, name: str, busybox: Optional[str] = None) -> Path:
     """A docker-archive image with a static busybox whose entrypoint sleeps (a pause image)."""
-    if not os.path.exists(busybox):
-        pytest.skip(f"{busybox} missing: install busybox-static (.ci/setup.d/30-containerd.sh)")
+    busybox = busybox or component("busybox")
     layer_buf = io.BytesIO()
     with tarfile.open(fileobj=layer_buf, mode="w") as layer:
         for d in ("bin", "proc", "sys", "dev", "etc", "tmp"):
@@ -116,7 +129,8 @@ class Daemon:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen([self.binary, "--config", str(self.config)],
                                          stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+                                         start_new_session=True,
+                                         env={**os.environ, "PATH": runtime_path(self.binary)})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
