@@ -1,0 +1,343 @@
+"""The mutation tier (scripts/mutation-tier runs this with the 3.13 venv; docs/testing.md).
+
+Two parts, both on a throwaway copy of the working tree (the checkout is never modified):
+
+1. Named mutations: the bugs a mutation pass once slipped past the suite, each applied as a
+   text edit and run against the test that must catch it. Every one must fail its test.
+2. mutmut 3 over the target modules (checks/, gate evaluation in agent/report.py, the Node
+   reconcile in agent/kube/reconcile.py, redaction in agent/redact.py): on a change, only the
+   targets the change touches (``--base REV``: ``git diff --name-only REV`` intersected with
+   the targets); ``--all`` for the nightly-sized run; or modules named on the command line.
+   Prints killed/survived per module and the kill rate over non-equivalent mutants
+   (tests/mutation/equivalent.txt lists equivalent ones with the reason).
+
+    scripts/mutation-tier --base origin/main --budget-s 600 --jobs 2
+    scripts/mutation-tier --all --budget-s 3600
+    scripts/mutation-tier checks/driver.py agent/report.py
+    scripts/mutation-tier --named-only
+
+Exit status: 1 when a named mutation survives, or when the kill rate is under
+``--min-kill-rate`` (default 0: report only); 0 otherwise. Mutants not reached within the
+budget are reported as "not run", never counted as killed.
+"""
+import argparse
+import fnmatch
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+TARGET_GLOBS = ("checks/*.py", "agent/report.py", "agent/kube/reconcile.py", "agent/redact.py")
+NOT_TARGETS = ("checks/__init__.py",)
+PYTEST_ARGS = ["-p", "no:cacheprovider", "-q", "-m", "not integration", "-x"]
+# Not run under mutmut: the bundle-isolation test's audit hook sees mutmut's own trampoline
+# reading setup.cfg/pyproject.toml inside the check and reports it as a leak.
+MUTMUT_IGNORE = ["--ignore=tests/checks/test_bundle_isolation.py"]
+# The tests mutants are judged by: the unit and fixture tiers plus the policy, constants and
+# safety-guard tables. Not the fuzz tier (hypothesis draws differ per run, so a kill would not
+# be reproducible) nor integration (real daemons; minutes per mutant).
+MUTMUT_TESTS = ["tests/unit", "tests/checks", "tests/test_policy_tables.py",
+                "tests/test_xid_policy_table.py", "tests/test_nvml_constants.py",
+                "tests/test_safety_guards.py"]
+
+# (name, file, old text, new text, tests that must fail). The texts are exact; a mutation
+# whose old text is gone (the code moved) is reported as "cannot apply", which fails too, so
+# this table is kept in step with the code.
+NAMED: Tuple[Tuple[str, str, str, str, Tuple[str, ...]], ...] = (
+    ("operator-clusterpolicy driver minimum 535 -> 580", "checks/policy_v1.yaml",
+     "    operator-clusterpolicy: 535\n", "    operator-clusterpolicy: 580\n",
+     ("tests/test_policy_tables.py",)),
+    ("device-plugin driver minimum 535 -> 550", "checks/policy_v1.yaml",
+     "    device-plugin: 535\n", "    device-plugin: 550\n",
+     ("tests/test_policy_tables.py",)),
+    ("XID 160 reboot -> restart-app", "checks/xid_policy_v1.yaml",
+     "  160:\n    class: reboot\n", "  160:\n    class: restart-app\n",
+     ("tests/test_xid_policy_table.py",)),
+    ("sticky XID 119 reset-gpu -> restart-app", "checks/xid_policy_v1.yaml",
+     "  119:\n    class: reset-gpu\n", "  119:\n    class: restart-app\n",
+     ("tests/test_xid_policy_table.py",)),
+    ("mixed XIDs advise a reset where a reboot is needed", "checks/gpu_xid.py",
+     'reboot = any(v["class"] == "reboot" for v in fatal.values())',
+     'reboot = all(v["class"] == "reboot" for v in fatal.values())',
+     ("tests/test_xid_policy_table.py",)),
+    ("allocation-label guard removed (renamed label)", "agent/kube/reconcile.py",
+     "if old == old_alloc and (in_use is None or in_use > 0):",
+     "if False:",
+     ("tests/test_safety_guards.py",)),
+    ("allocation-label guard removed (current label)", "agent/kube/reconcile.py",
+     "    elif in_use is None or in_use > 0:\n        want[akey] = current\n",
+     "    elif False:\n        want[akey] = current\n",
+     ("tests/test_safety_guards.py",)),
+    ("non-executable CDI hook passes", "checks/cdi_spec_current.py",
+     "[p for p in refs.hooks if not host.is_executable(p)]",
+     "[p for p in refs.hooks if not host.exists(p)]",
+     ("tests/test_safety_guards.py",)),
+    ("clock-event bits swapped (HW thermal <-> sync boost)", "agent/nvml_worker.py",
+     '    (0x10, "sync_boost"),\n    (0x20, "sw_thermal_slowdown"),\n    (0x40, "hw_thermal_slowdown"),\n',
+     '    (0x40, "sync_boost"),\n    (0x20, "sw_thermal_slowdown"),\n    (0x10, "hw_thermal_slowdown"),\n',
+     ("tests/test_nvml_constants.py",)),
+    ("containerd 1.x import merges plugin tables key by key", "checks/containerd_config.py",
+     "                section[name] = copy.deepcopy(sub)\n",
+     "                section[name] = copy.deepcopy(sub) if name not in section else "
+     "{**section[name], **copy.deepcopy(sub)}\n",
+     ("tests/test_safety_guards.py",)),
+    ("unreadable boot id drops sticky faults", "checks/xid_eval.py",
+     'if sticky.get("boot_id") is not None and boot_id is not None and sticky["boot_id"] != boot_id:',
+     'if sticky.get("boot_id") != boot_id:',
+     ("tests/checks/test_gpu_xid.py", "tests/checks/test_gpu_xid_ecc_sticky.py",
+      "tests/unit/test_state.py")),
+)
+
+
+def targets() -> List[str]:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split()
+    return sorted(f for f in files if any(fnmatch.fnmatch(f, g) for g in TARGET_GLOBS)
+                  and f not in NOT_TARGETS and f.endswith(".py") and (REPO / f).exists())
+
+
+def changed_since(base: str) -> List[str]:
+    out = subprocess.run(["git", "diff", "--name-only", base], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout.split()
+    return sorted(set(out) & set(targets()))
+
+
+REV: Optional[str] = None  # --rev: copy this committed revision instead of the working tree
+
+
+def copy_tree(dest: Path) -> None:
+    if REV is not None:
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", "--format=tar", REV], cwd=REPO,
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        return
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    for rel in files:
+        src = REPO / rel
+        if not src.is_file() or src.is_symlink() and not src.exists():
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target, follow_symlinks=False)
+
+
+def _python() -> str:
+    return sys.executable
+
+
+def run_named(work: Path) -> int:
+    """Apply each named mutation to a fresh copy; its tests must fail. Returns survivors."""
+    survivors = 0
+    print("== named mutations (each must be caught)")
+    for name, rel, old, new, tests in NAMED:
+        copy = work / "named"
+        if copy.exists():
+            shutil.rmtree(copy)
+        copy_tree(copy)
+        path = copy / rel
+        text = path.read_text()
+        if text.count(old) != 1:
+            print(f"  CANNOT APPLY  {name}: {rel} no longer has the text (update tests/mutation/tier.py)")
+            survivors += 1
+            continue
+        path.write_text(text.replace(old, new))
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        env.pop("PYTHONPATH", None)
+        proc = subprocess.run([_python(), "-m", "pytest", *PYTEST_ARGS, *tests], cwd=copy,
+                              capture_output=True, text=True, env=env, timeout=900)
+        failed = re.findall(r"^FAILED (\S+)", proc.stdout, re.M)
+        if proc.returncode == 1 and failed:
+            print(f"  killed        {name}  by {failed[0]}")
+        else:
+            print(f"  SURVIVED      {name}  (pytest exit {proc.returncode})")
+            survivors += 1
+    return survivors
+
+
+def write_mutmut_config(work: Path, modules: Sequence[str]) -> None:
+    sources = sorted({m.split("/")[0] for m in modules})
+    tops = sorted({p.name for p in work.iterdir()} - set(sources) - {"tests", "setup.cfg",
+                                                                       "pyproject.toml"})
+    lines = ["[mutmut]", "source_paths="] + [f"    {s}" for s in sources]
+    lines += ["only_mutate="] + [f"    {m}" for m in modules]
+    lines += ["also_copy="] + [f"    {t}" for t in tops if not t.startswith(".")]
+    lines += ["pytest_add_cli_args="] + [f"    {a}" for a in PYTEST_ARGS + MUTMUT_IGNORE
+                                          if a != "-x"]
+    lines += ["pytest_add_cli_args_test_selection="] + [f"    {t}" for t in MUTMUT_TESTS]
+    lines += ["use_git_change_detection=false", "timeout_multiplier=5.0"]
+    (work / "setup.cfg").write_text("\n".join(lines) + "\n")
+
+
+def _mutmut() -> List[str]:
+    exe = Path(_python()).with_name("mutmut")
+    return [str(exe)] if exe.exists() else [_python(), "-m", "mutmut"]
+
+
+def parse_results(text: str) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*([\w.]+__mutmut_\d+):\s*(.+?)\s*$", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def equivalents() -> Dict[str, str]:
+    path = HERE / "equivalent.txt"
+    out: Dict[str, str] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                name, _, why = line.partition(" ")
+                out[name] = why.strip()
+    return out
+
+
+def module_of(mutant: str) -> str:
+    # "checks.driver.x__driver_branch__mutmut_3" -> "checks/driver.py"
+    head = mutant.split(".x_")[0].split(".x\u01c1")[0]
+    return head.replace(".", "/") + ".py"
+
+
+def run_mutmut(work: Path, modules: Sequence[str], budget_s: float, jobs: int,
+               show: int) -> Tuple[int, int, int]:
+    write_mutmut_config(work, modules)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPATH", None)
+    print(f"== mutmut over {len(modules)} module(s), budget {budget_s:.0f}s, {jobs} job(s)")
+    started = time.monotonic()
+    proc = subprocess.Popen([*_mutmut(), "run", "--max-children", str(jobs)], cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        log, _ = proc.communicate(timeout=budget_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            log, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            log, _ = proc.communicate()
+        timed_out = True
+    took = time.monotonic() - started
+    (work / "mutmut-run.log").write_text(log or "")
+    res = subprocess.run([*_mutmut(), "results", "--all", "true"], cwd=work, env=env,
+                         capture_output=True, text=True)
+    results = parse_results(res.stdout)
+    if not results:
+        print(log[-3000:] if log else "(no mutmut output)")
+        print(res.stdout[-2000:], res.stderr[-2000:])
+        print("mutmut produced no results")
+        return 0, 0, 1
+    eq = equivalents()
+    per: Dict[str, Dict[str, int]] = {}
+    survivors: List[str] = []
+    killed = survived = not_run = equivalent = 0
+    for name, status in sorted(results.items()):
+        mod = module_of(name)
+        row = per.setdefault(mod, {"killed": 0, "survived": 0, "not run": 0, "equivalent": 0})
+        if name in eq and status in ("survived", "no tests"):
+            row["equivalent"] += 1
+            equivalent += 1
+        elif status in ("killed", "timeout", "segfault", "caught by type check"):
+            row["killed"] += 1
+            killed += 1
+        elif status in ("survived", "no tests", "suspicious"):
+            row["survived"] += 1
+            survived += 1
+            survivors.append(name)
+        else:  # "not checked", "skipped", interrupted
+            row["not run"] += 1
+            not_run += 1
+    print(f"{'module':40} {'killed':>7} {'survived':>9} {'equiv':>6} {'not run':>8}")
+    for mod, row in sorted(per.items()):
+        print(f"{mod:40} {row['killed']:7} {row['survived']:9} {row['equivalent']:6} {row['not run']:8}")
+    scored = killed + survived
+    rate = 100.0 * killed / scored if scored else 100.0
+    print(f"mutants: {len(results)}; killed {killed}, survived {survived}, equivalent "
+          f"{equivalent}, not run {not_run}{' (budget reached)' if timed_out else ''}; "
+          f"{took:.0f}s")
+    print(f"kill rate (non-equivalent, run): {rate:.1f}%")
+    if survivors:
+        print(f"survivors (first {show}; `cd {work} && mutmut show NAME` for the diff):")
+        for name in survivors[:show]:
+            print(f"  {name}")
+    (work / "survivors.txt").write_text("\n".join(survivors) + "\n")
+    return killed, survived, not_run
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="mutation-tier", description=__doc__.splitlines()[0])
+    ap.add_argument("modules", nargs="*", help="target modules (default: see --base/--all)")
+    ap.add_argument("--base", help="mutate the targets changed since this git revision")
+    ap.add_argument("--all", action="store_true", help="every target (nightly-sized)")
+    ap.add_argument("--budget-s", type=float, default=600.0, help="time budget for mutmut")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel mutant runs")
+    ap.add_argument("--min-kill-rate", type=float, default=0.0)
+    ap.add_argument("--named-only", action="store_true", help="only the named mutations")
+    ap.add_argument("--no-named", action="store_true", help="skip the named mutations")
+    ap.add_argument("--keep", help="work directory to keep (default: a temporary one)")
+    ap.add_argument("--rev", help="mutate this committed revision (default: the working tree)")
+    ap.add_argument("--show", type=int, default=200, help="survivors to list")
+    args = ap.parse_args(argv)
+    global REV
+    REV = args.rev
+
+    all_targets = targets()
+    if args.modules:
+        unknown = [m for m in args.modules if m not in all_targets]
+        if unknown:
+            print(f"mutation-tier: not a mutation target: {', '.join(unknown)} "
+                  f"(targets: {', '.join(TARGET_GLOBS)})", file=sys.stderr)
+            return 2
+        modules = sorted(args.modules)
+    elif args.all:
+        modules = all_targets
+    elif args.base:
+        modules = changed_since(args.base)
+    else:
+        modules = []
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="mutation-tier-"))
+    work.mkdir(parents=True, exist_ok=True)
+    status = 0
+    try:
+        if not args.no_named:
+            named_survivors = run_named(work)
+            print(f"named mutations: {len(NAMED) - named_survivors} of {len(NAMED)} caught")
+            if named_survivors:
+                status = 1
+        if args.named_only:
+            return status
+        if not modules:
+            print("== mutmut: no target module touched (targets: " + ", ".join(TARGET_GLOBS) + ")")
+            return status
+        tree = work / "tree"
+        if tree.exists():
+            shutil.rmtree(tree)
+        copy_tree(tree)
+        killed, survived, _ = run_mutmut(tree, modules, args.budget_s, args.jobs, args.show)
+        scored = killed + survived
+        rate = 100.0 * killed / scored if scored else 100.0
+        if rate < args.min_kill_rate:
+            print(f"kill rate {rate:.1f}% is under {args.min_kill_rate:.0f}%")
+            status = 1
+        return status
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
