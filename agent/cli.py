@@ -1,7 +1,9 @@
 """The command line: the composition root. Only this module imports the check registry.
 
-Exit codes: 0 gate open, 1 gate closed, 2 usage or config error, 3 internal error (one
-line; the traceback only with --debug).
+Exit codes (README "Exit codes"): 0 gate open and everything asked for done, 1 gate closed,
+2 usage or config error (every bad value a user can type: one line, no traceback), 3 internal
+error only (one line; the traceback only with --debug), 4 gate open but the verdict was not
+fully written.
 """
 import argparse
 import dataclasses
@@ -10,6 +12,7 @@ import sys
 import time
 from typing import Any, List, NoReturn, Optional, Sequence
 
+from agent.errors import ConfigError
 from agent.model import PATHS
 
 EXIT_OPEN, EXIT_CLOSED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -22,6 +25,39 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, not usage + error
         raise UsageError(message)
+
+
+def _emit(text: str) -> None:
+    """Write to stdout; a reader that went away (`explain | head`) is not an error. The
+    descriptor is then pointed at /dev/null so the interpreter's final flush cannot raise
+    again (Python docs, "Note on SIGPIPE" in the signal module)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing to do
+            pass
+
+
+def _host_root(value: str) -> str:
+    """--host-root must name a directory: evaluating a tree that is not there would judge an
+    empty host and exit 1 with a full report."""
+    if not os.path.isdir(value):
+        why = "no such directory" if not os.path.exists(value) else "not a directory"
+        raise argparse.ArgumentTypeError(f"{value}: {why}")
+    return value
+
+
+def _listen_address(value: str) -> str:
+    from agent.config import listen_address_problem
+
+    problem = listen_address_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
 
 
 def _ids(text: Optional[str]) -> List[str]:
@@ -97,7 +133,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if kube_lines is not None:
             report = dataclasses.replace(report, context={**report.context, "kube": kube_lines[1]})
     if args.format == "json":
-        sys.stdout.write(render_json(report))
+        _emit(render_json(report))
     else:
         colour = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None
         text = render_text(report, colour=colour)
@@ -105,13 +141,14 @@ def cmd_check(args: argparse.Namespace) -> int:
             head, _, gate_line = text.rstrip("\n").rpartition("\n")
             verdict = "".join(f"  {line}\n" for line in ["node verdict:", *kube_lines[0]])
             text = f"{head}\n{verdict}{gate_line}\n"
-        sys.stdout.write(text)
+        _emit(text)
     return EXIT_OPEN if report.gate.open else EXIT_CLOSED
 
 
 def _kube_verdict(args: argparse.Namespace, config: Any, report: Any, host: Any) -> Any:
     """(text lines, dict) of what would be written to the Node; None with --only."""
-    if args.apply and not host.is_live:
+    # By the source type, twice over: the flags, and the Host the composition root built.
+    if args.apply and (args.bundle is not None or args.host_root is not None or not host.is_live):
         raise UsageError("--apply writes to this host's own Node: not with --bundle/--host-root")
     if args.only:  # a partial run is not a verdict: never shown, never applied
         if args.apply:
@@ -129,32 +166,50 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     config, _ = _load_config(args.config)
     out = args.output or time.strftime("gpu-node-agent-bundle-%Y%m%dT%H%M%SZ.tar.gz", time.gmtime())
-    with open_host(args.host_root, None, config) as host:
-        target = collect(host, _registry(), out)
-    print(f"bundle written to {target}")
+    _check_collect_target(out)  # before minutes of capture, not after
+    try:
+        with open_host(args.host_root, None, config) as host:
+            target = collect(host, _registry(), out)
+    except FileExistsError as exc:
+        raise UsageError(f"collect -o: {exc}") from None
+    _emit(f"bundle written to {target}\n")
     return 0
 
 
+def _check_collect_target(out: str) -> None:
+    """-o names a .tar.gz file or a new/empty directory; anything else is the user's mistake."""
+    if out.endswith(".tar.gz"):  # the rule collect itself applies
+        if os.path.isdir(out):
+            raise UsageError(f"collect -o {out}: is a directory (name a new .tar.gz file)")
+        return
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"collect -o {out}: exists and is not a directory")
+    if os.path.isdir(out) and os.listdir(out):
+        raise UsageError(f"collect -o {out}: directory exists and is not empty")
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
+    from agent.explain import explain_lines, list_lines, policy_citations
+    from checks.policy import load_policy
+
     checks = {c.id: c for c in _registry()}
     if args.id is None:
-        for c in checks.values():
-            print(f"{c.id:<28} {c.severity!s:<9} {c.title}")
+        _emit("".join(f"{line}\n" for line in list_lines(list(checks.values()))))
         return 0
     check = checks.get(args.id)
     if check is None:
         raise UsageError(f"unknown check id {args.id} (known: {', '.join(checks)})")
-    print(f"{check.id}: {check.title}")
-    print(f"  severity:  {check.severity}")
-    print(f"  gates:     {', '.join(check.gates) or '(none)'}")
-    print(f"  interval:  {check.interval}")
-    if check.requires:
-        print(f"  requires:  {', '.join(check.requires)}")
-    if check.reads:
-        print(f"  reads:     {', '.join(check.reads)}")
-    if check.runs:
-        print("  runs:      " + "; ".join(" ".join(a) for a in check.runs))
-    print(f"  fix:       {check.remediation}")
+    config, origin = _load_config(args.config)
+    policy = resolve_policy(config, origin, config.allocation_path).policy
+    lines = explain_lines(
+        check,
+        policy,
+        load_policy(config.policy_version),
+        config.model_dump(),
+        origin,
+        policy_citations(config.policy_version),
+    )
+    _emit("".join(f"{line}\n" for line in lines))
     return 0
 
 
@@ -166,7 +221,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     checks = _registry()
 
     def load() -> Any:
+        from agent.config import run_file_problems
+
         config, origin, path, skip, policy = _evaluation(args, checks)
+        problems = run_file_problems(config, origin)
+        if problems:  # at start: exit 2; on SIGHUP: the running config is kept
+            raise ConfigError(problems[0])
         return daemon.Generation(config, origin, policy, path, skip, strict=args.strict)
 
     return daemon.run_main(args, checks, load)
@@ -192,7 +252,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
 def cmd_version(args: argparse.Namespace) -> int:
     from agent.version import version
 
-    print(f"gpu-node-agent {version()}")
+    _emit(f"gpu-node-agent {version()}\n")
     return 0
 
 
@@ -202,15 +262,22 @@ def cmd_config(args: argparse.Namespace) -> int:
     from agent.config import load_config
 
     if args.action == "validate":
+        from agent.config import run_file_problems
+
         config, origin = load_config(args.file)
         resolve_policy(config, origin, config.allocation_path)
         _validate_ids(config.skip, [c.id for c in _registry()], f"{origin}: skip")
-        print(f"{origin}: valid")
+        problems = run_file_problems(config, origin)
+        if problems:  # everything `run` would refuse at start, not only the first
+            raise ConfigError("; ".join(problems))
+        _emit(f"{origin}: valid\n")
         return 0
     config, origin = load_config(args.config)
     resolve_policy(config, origin, config.allocation_path)
-    print(f"# effective config ({origin or 'built-in defaults'})")
-    sys.stdout.write(yaml.safe_dump(config.model_dump(), sort_keys=False))
+    _emit(
+        f"# effective config ({origin or 'built-in defaults'})\n"
+        + yaml.safe_dump(config.model_dump(), sort_keys=False)
+    )
     return 0
 
 
@@ -218,7 +285,9 @@ def _evaluation_options(cmd: argparse.ArgumentParser) -> None:
     """What `check` and `run` share: where the host is, which config, path, skips, strict."""
     cmd.add_argument("--config", help="config file (default /etc/gpu-node-agent/config.yaml)")
     where = cmd.add_mutually_exclusive_group()
-    where.add_argument("--host-root", metavar="DIR", help="a bare tree (files only)")
+    where.add_argument(
+        "--host-root", metavar="DIR", type=_host_root, help="a bare tree (files only)"
+    )
     where.add_argument("--bundle", metavar="B", help="a bundle (directory or .tar.gz)")
     cmd.add_argument("--path", choices=PATHS, help="allocation path (default from config: dra)")
     cmd.add_argument("--skip", metavar="IDS", help="comma-separated check ids to skip")
@@ -228,9 +297,17 @@ def _evaluation_options(cmd: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpu-node-agent", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks on internal errors")
+    # --debug is also accepted after the subcommand (`check --debug`); SUPPRESS keeps a
+    # subcommand without it from resetting the top-level value.
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
-    check = sub.add_parser("check", help="validate this host (or a bundle) for GPU work")
+    check = sub.add_parser(
+        "check", parents=[common], help="validate this host (or a bundle) for GPU work"
+    )
     _evaluation_options(check)
     check.add_argument("--only", metavar="IDS", help="comma-separated check ids to run")
     check.add_argument("--format", choices=("text", "json"), default="text")
@@ -239,61 +316,88 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(func=cmd_check)
 
-    col = sub.add_parser("collect", help="capture what the checks read into a bundle")
+    col = sub.add_parser(
+        "collect", parents=[common], help="capture what the checks read into a bundle"
+    )
     col.add_argument("-o", "--output", metavar="DIR|FILE.tar.gz")
     col.add_argument("--config")
-    col.add_argument("--host-root", metavar="DIR", help=argparse.SUPPRESS)
+    col.add_argument("--host-root", metavar="DIR", type=_host_root, help=argparse.SUPPRESS)
     col.set_defaults(func=cmd_collect)
 
-    exp = sub.add_parser("explain", help="what a check verifies and how to fix it")
+    exp = sub.add_parser(
+        "explain", parents=[common], help="what a check verifies and how to fix it"
+    )
     exp.add_argument("id", nargs="?")
+    exp.add_argument("--config", help="show the values this config puts in force")
     exp.set_defaults(func=cmd_explain)
 
-    run = sub.add_parser("run", help="the agent: re-run checks, serve metrics, notify systemd")
+    run = sub.add_parser(
+        "run", parents=[common], help="the agent: re-run checks, serve metrics, notify systemd"
+    )
     _evaluation_options(run)
-    run.add_argument("--listen-address", metavar="HOST:PORT", help="overrides run.listen_address")
+    run.add_argument(
+        "--listen-address", metavar="HOST:PORT", type=_listen_address,
+        help="overrides run.listen_address",
+    )
     run.add_argument("--dry-run", action="store_true", help="compute Node changes, write none")
     # Tests: the NVML worker (simulated library) beside --host-root; a live host always has it.
     run.add_argument("--nvml", action="store_true", help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
 
-    clr = sub.add_parser("clear", help="clear a sticky GPU fault (after a reset the agent missed)")
+    clr = sub.add_parser(
+        "clear", parents=[common], help="clear a sticky GPU fault (after a reset the agent missed)"
+    )
     clr.add_argument("target", metavar="index|uuid|pci|all")
     clr.add_argument("--config")
     clr.set_defaults(func=cmd_clear)
 
-    ver = sub.add_parser("version", help="print the version")
+    ver = sub.add_parser("version", parents=[common], help="print the version")
     ver.set_defaults(func=cmd_version)
 
-    cfg = sub.add_parser("config", help="validate or show the configuration")
+    cfg = sub.add_parser("config", parents=[common], help="validate or show the configuration")
     cfg_sub = cfg.add_subparsers(dest="action", parser_class=_Parser, required=True)
-    val = cfg_sub.add_parser("validate", help="validate a config file")
+    val = cfg_sub.add_parser("validate", parents=[common], help="validate a config file")
     val.add_argument("file")
-    show = cfg_sub.add_parser("show", help="print the effective config with defaults")
+    show = cfg_sub.add_parser(
+        "show", parents=[common], help="print the effective config with defaults"
+    )
     show.add_argument("--config")
     cfg.set_defaults(func=cmd_config)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from agent.errors import BundleError, ConfigError
+    from agent.errors import BundleError
 
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    words = list(argv if argv is not None else sys.argv[1:])
+    # Anywhere before a `--` (a value such as `--only --debug` is refused by the parser anyway).
+    debug = "--debug" in (words[: words.index("--")] if "--" in words else words)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(words)
         if not getattr(args, "func", None):
             raise UsageError("a command is required: check, run, collect, explain, config, version")
         return int(args.func(args))
     except (UsageError, ConfigError, BundleError) as exc:
-        print(f"gpu-node-agent: error: {exc}", file=sys.stderr)
+        print(f"gpu-node-agent: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
+        _emit("")
+        return EXIT_OPEN
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
         if debug:
             raise
-        print(f"gpu-node-agent: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(
+            f"gpu-node-agent: internal error: {type(exc).__name__}: {_one_line(exc)}",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -4,11 +4,21 @@ A missing *default* file means built-in defaults; a file named explicitly must e
 malformed file is one line naming the file, the field and the problem (ConfigError), and
 the command line exits 2. Unknown keys are errors: a typo must not silently do nothing.
 """
+import ipaddress
+import os
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agent.errors import ConfigError
 from agent.model import PATHS
@@ -140,6 +150,14 @@ class RunConfig(_Section):
     # DeviceAllow=char-nvidia* is resolved when the unit starts (docs/systemd.md).
     exit_on_new_driver: bool = True
 
+    @field_validator("listen_address")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        problem = listen_address_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
 
 class TimeSyncConfig(_Section):
     # |offset| limits for time-sync (docs/time-sync.md): 100 ms warns, 1 s fails (issue 6).
@@ -149,6 +167,16 @@ class TimeSyncConfig(_Section):
     chrony_socket: Optional[str] = None
     # The selected source must have answered within its last N polls (its reach register).
     reach_polls: int = Field(default=4, ge=1, le=8)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "TimeSyncConfig":
+        # A warn limit above the fail limit would fail an offset before it ever warned.
+        if self.offset_warn_s > self.offset_fail_s:
+            raise ValueError(
+                f"offset_warn_s ({self.offset_warn_s:g}) is above offset_fail_s "
+                f"({self.offset_fail_s:g}): the warning limit must be the smaller one"
+            )
+        return self
 
 
 class Config(_Section):
@@ -207,6 +235,56 @@ def load_config(path: Optional[str]) -> "tuple[Config, Optional[str]]":
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{target}: unreadable ({exc})") from None
     return parse_config(text, str(target)), str(target)
+
+
+_HOST_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def listen_address_problem(text: str) -> Optional[str]:
+    """Why ``text`` is not a listen address (None when it is): the metrics server's own
+    parser, then the host part must be an IP address or an RFC 1123 host name."""
+    from agent.httpserver import parse_listen_address
+
+    try:
+        host, _port = parse_listen_address(text)
+    except ValueError as exc:
+        return str(exc)
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    labels = host.rstrip(".").split(".")
+    # RFC 1123 labels; an all-numeric last label is a mistyped IPv4 address (RFC 3696 s2).
+    if (
+        len(host) > 253
+        or not all(_HOST_LABEL.match(label) for label in labels)
+        or labels[-1].isdigit()
+    ):
+        return f"listen address {text!r}: {host!r} is neither an IP address nor a host name"
+    return None
+
+
+def run_file_problems(config: Config, origin: Optional[str]) -> List[str]:
+    """What `run` would refuse at start or fail on every cycle, one line each: a web config
+    file that is missing or invalid, a textfile directory that does not exist."""
+    where = origin or "built-in config"
+    problems: List[str] = []
+    web = config.run.web_config_file
+    if web:
+        from agent.webconfig import WebConfigError, load_web_config
+
+        if not os.path.isfile(web):
+            problems.append(f"{where}: field 'run.web_config_file': {web}: no such file")
+        else:
+            try:
+                load_web_config(web)
+            except WebConfigError as exc:
+                problems.append(f"{where}: field 'run.web_config_file': {exc}")
+    textfile = config.run.textfile_dir
+    if textfile and not os.path.isdir(textfile):
+        problems.append(f"{where}: field 'run.textfile_dir': {textfile}: no such directory")
+    return problems
 
 
 def policy_error(exc: Exception, origin: str) -> ConfigError:

@@ -7,9 +7,11 @@ import stat
 import subprocess
 from typing import Any, Dict, List, Optional, Sequence
 
+from agent.boundedio import read_text_capped
 from agent.host import CommandResult
 
 NVIDIA_PCI_VENDOR = "10de"
+SYSFS_ATTR_CAP = 4096  # a sysfs attribute is at most one page (Documentation/filesystems/sysfs.rst)
 
 
 class SubprocessCommands:
@@ -75,9 +77,9 @@ def pci_devices_sysfs(root: str = "/") -> List[Dict[str, Any]]:
         return []
     for slot in slots:
         def attr(name: str, slot: str = slot) -> Optional[str]:
+            # sysfs attributes are one line; the bounded reader reads them page by page.
             try:
-                with open(os.path.join(base, slot, name)) as fh:
-                    return fh.read().strip()
+                return read_text_capped(os.path.join(base, slot, name), SYSFS_ATTR_CAP).strip()
             except OSError:
                 return None
 

@@ -114,7 +114,7 @@ def test_internal_error_is_one_line_exit_3_and_traceback_only_with_debug(monkeyp
 
 def test_explain_and_version():
     res = run_cli(["explain", "driver-branch"])
-    assert res.rc == 0 and "requires:  driver-loaded" in res.out
+    assert res.rc == 0 and "file     /proc/driver/nvidia/version" in res.out
     ver = subprocess.run([sys.executable, "-m", "agent.cli", "version"], capture_output=True, text=True, cwd=REPO)
     assert ver.returncode == 0 and ver.stdout.startswith("gpu-node-agent ")
 
