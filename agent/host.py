@@ -3,9 +3,11 @@
 ``Host.root`` is a directory prefix ("/" in production, a fixture tree in tests), like
 node_exporter's ``--path.rootfs`` or sos's ``--sysroot``. Commands, the GPU snapshot, live
 facts and the kernel log come from *sources* handed in by the composition root: the real
-machine (only when root is "/"), a bundle's recordings, or nothing at all. A non-"/" root
-without an explicit command source refuses to run real commands, so a fixture can never
-silently mix with the developer's machine (the python-distro rule).
+machine (only when it says ``live=True``), a bundle's recordings, or nothing at all. Whether
+a Host is this machine is decided by the source type, never by the path: a bundle whose
+``root`` resolves to "/" is still a bundle. A Host that is not live, without an explicit
+command source, refuses to run real commands, so a fixture can never silently mix with the
+developer's machine (the python-distro rule).
 """
 import fnmatch
 import os
@@ -107,9 +109,13 @@ class Host:
         facts: Optional[FactSource] = None,
         kmsg: Optional[Sequence[str]] = None,
         description: str = "",
+        live: bool = False,
     ) -> None:
         self.root = Path(root).resolve()
-        self.is_live = str(self.root) == "/"
+        # Only the composition root says "this machine" (agent/hosts.py live_host).
+        self.is_live = bool(live)
+        if self.is_live and str(self.root) != "/":
+            raise ValueError(f"a live Host has the root '/', not {root!s}")
         if commands is None:
             if not self.is_live:
                 commands = NoCommands()

@@ -24,6 +24,7 @@ def live_host(config: Any = None, gpus: Any = None) -> Host:
         facts=with_kube_facts(LiveFacts(sticky_path=sticky_path(config)), config),
         kmsg=since_boot_lines(run=SubprocessCommands().run),  # issue 5: NVRM lines since boot
         description="this host",
+        live=True,
     )
 
 

@@ -79,7 +79,7 @@ class KubeFacts:
         if host is None:
             from agent.host import Host
 
-            host = Host("/")
+            host = Host("/", live=True)
         kcfg = self.config.kube
         return resolve_node_name(
             host, kcfg.node_name, nodeadm_paths=kcfg.nodeadm_config_paths or NODEADM_CONFIGS

@@ -108,7 +108,7 @@ class Publisher:
         if host is None:
             from agent.host import Host
 
-            host = Host("/", description="this host")
+            host = Host("/", description="this host", live=True)
         self.host = host
         self.opens = 0
         self.client: Optional[KubeClient] = None

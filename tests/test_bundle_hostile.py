@@ -1,0 +1,280 @@
+"""Hostile bundles through the real command line: each one is refused with exit 2 and one
+line on stderr, nothing outside the bundle is written (a canary directory the links point at
+stays byte-for-byte the same, the temp directory holds nothing new) and no unpacked
+``gna-bundle-*`` directory is left behind.
+
+Run this file under the oldest interpreter too (``.venv-3.9/bin/python``, pyenv 3.9.18): its
+tarfile still has the quadratic PAX parser (CVE-2024-6232), so the PAX case there shows that
+the pre-scan refuses the archive before tarfile parses it.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, bundle
+from tests.hostile_bundles import (
+    ARCHIVES,
+    CANARY_TEXT,
+    DIRECTORIES,
+    META,
+    dirm,
+    make_canary,
+    reg,
+    snapshot,
+    sym,
+    write_tar,
+)
+
+# Generous: a refusal takes well under a second; this only bounds a hang (the unpatched PAX
+# parser runs for hours), it is not a speed assertion.
+HANG_LIMIT_S = 300
+
+
+def _cli(args, tmpdir: Path, timeout: float = HANG_LIMIT_S) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO, env=env)
+
+
+@pytest.fixture
+def place(tmp_path):
+    """(where bundles are built, the canary directory, the TMPDIR the CLI gets)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    return work, make_canary(tmp_path), tmpdir
+
+
+def _refused(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, (result.returncode, result.stdout[-500:], result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpu-node-agent: error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+# What each refusal must say (the defect it names), written from the bundle format rules.
+EXPECT = {
+    "escape-dir-link": "lies under the symlink 'root/evil'",
+    "escape-file-link": "appears twice",
+    "escape-dotdot-chain": "lies under the symlink 'l1'",
+    "root-to-slash": "root: must be a directory, not a symlink",
+    "kmsg-to-dev-zero": "kmsg.log: must be a regular file, not a symlink",
+    "bundle-yaml-outside": "bundle.yaml",
+    "duplicate-member": "appears twice",
+    "pax-1mib": "PAX header",
+    "alias-bomb": "alias",
+    "gzip-bomb": "unpacks to more than",
+    "dir-root-to-slash": "root: must be a directory, not a symlink",
+    "dir-kmsg-to-dev-zero": "kmsg.log: must be a regular file, not a symlink",
+    "dir-bundle-yaml-outside": "bundle.yaml: must be a regular file, not a symlink",
+    "dir-commands-fifo": "commands.yaml: must be a regular file, not a device, FIFO or socket",
+}
+
+
+@pytest.mark.parametrize("case", sorted({**ARCHIVES, **DIRECTORIES}))
+def test_hostile_bundle_is_refused_and_writes_nothing_outside(place, case):
+    work, canary, tmpdir = place
+    build = {**ARCHIVES, **DIRECTORIES}[case]
+    target = build(work, canary)
+    before_canary = snapshot(canary)
+    before_work = {p for p in snapshot(work) if not p.startswith(target.name)}
+    line = _refused(_cli(["check", "--bundle", str(target), "--format", "json"], tmpdir))
+    assert EXPECT[case] in line, line
+    assert snapshot(canary) == before_canary
+    assert (canary / "target.txt").read_bytes() == CANARY_TEXT
+    # Nothing new beside the bundle (the `l1/l2/x` chain would land in its parent).
+    assert {p for p in snapshot(work) if not p.startswith(target.name)} == before_work
+    assert os.listdir(tmpdir) == []  # no gna-bundle-* left, nothing written above it
+
+
+def test_root_link_to_slash_cannot_apply_this_machines_verdict(place):
+    work, canary, tmpdir = place
+    target = DIRECTORIES["dir-root-to-slash"](work, canary)
+    line = _refused(_cli(["check", "--bundle", str(target), "--apply"], tmpdir))
+    assert "must be a directory" in line
+
+
+def test_apply_is_refused_for_a_host_root_of_slash(place):
+    # "live" is the source type: `--host-root /` is a tree that happens to be "/", and its
+    # verdict is never published (the old rule, root resolves to "/", let it through).
+    _, _, tmpdir = place
+    line = _refused(_cli(["check", "--host-root", "/", "--apply", "--skip", "time-sync"], tmpdir))
+    assert "--apply" in line and "--host-root" in line
+
+
+def test_a_lone_top_level_symlink_is_not_taken_as_the_bundle_folder(place):
+    work, canary, tmpdir = place
+    real = work / "real"
+    (real / "root").mkdir(parents=True)
+    (real / "bundle.yaml").write_bytes(META)
+    archive = write_tar(work / "lone-link.tar.gz", [sym("b", str(real))])
+    line = _refused(_cli(["check", "--bundle", str(archive)], tmpdir))
+    assert "bundle.yaml: missing" in line
+    assert os.listdir(tmpdir) == []
+
+
+def test_the_same_bundle_unpacks_when_it_is_benign(place):
+    # The control: the builders' legitimate parts load, so each refusal above is the hostile
+    # member's doing. Absolute links under root/ stay allowed (chroot semantics).
+    work, canary, tmpdir = place
+    archive = write_tar(work / "ok.tar.gz", [
+        reg("bundle.yaml", META), dirm("root"), reg("root/etc/os-release", b"ID=ubuntu\n"),
+        sym("root/etc/os-release.link", "/etc/os-release"),
+    ])
+    result = _cli(["check", "--bundle", str(archive), "--only", "os-supported",
+                   "--format", "json"], tmpdir)
+    assert result.returncode in (0, 1), result.stderr
+    assert os.listdir(tmpdir) == []
+
+
+def test_fixture_bundle_as_tar_gz_judged_as_the_directory_is(place):
+    # The extractor changes nothing for a real bundle: packed, every check has the status it
+    # has when the same bundle is read as a directory.
+    work, _, tmpdir = place
+    archive = work / "host-healthy.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(bundle("host-healthy"), arcname="host-healthy")
+    packed = _cli(["check", "--bundle", str(archive), "--format", "json"], tmpdir)
+    plain = _cli(["check", "--bundle", bundle("host-healthy"), "--format", "json"], tmpdir)
+    assert packed.returncode == plain.returncode and packed.returncode in (0, 1), packed.stderr
+
+    def statuses(out):
+        return {c["id"]: (c["status"], c["summary"]) for c in json.loads(out)["checks"]}
+
+    assert statuses(packed.stdout) == statuses(plain.stdout)
+    assert len(statuses(packed.stdout)) > 10
+    assert os.listdir(tmpdir) == []
+
+
+SIGTERM_RUNNER = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, sys.argv[2])
+    import agent.engine, agent.cli
+    def run(self, host, *a, **k):
+        # The unpacked copy exists now; the process is told to stop in the middle of a check.
+        print("UNPACKED", host.root, flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("SIGTERM did not interrupt")
+    agent.engine.Engine.run = run
+    sys.exit(agent.cli.main(["check", "--bundle", sys.argv[1]]))
+""")
+
+
+def test_sigterm_in_the_middle_of_a_check_removes_the_unpacked_bundle(place):
+    work, _, tmpdir = place
+    archive = write_tar(work / "ok.tar.gz", [reg("bundle.yaml", META), dirm("root")])
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    proc = subprocess.run([sys.executable, "-c", SIGTERM_RUNNER, str(archive), str(REPO)],
+                          capture_output=True, text=True, timeout=HANG_LIMIT_S, env=env)
+    assert "UNPACKED " + str(tmpdir) in proc.stdout  # it was unpacked under our TMPDIR
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert os.listdir(tmpdir) == []
+
+
+def test_stale_unpacked_bundles_of_dead_processes_are_removed(place):
+    work, _, tmpdir = place
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    old = time.time() - 2 * 3600
+    stale = tmpdir / f"gna-bundle-{dead.pid}-abc"
+    alive = tmpdir / f"gna-bundle-{os.getpid()}-def"  # this test process: still running
+    fresh = tmpdir / f"gna-bundle-{dead.pid}-ghi"
+    other = tmpdir / "not-ours"
+    for d in (stale, alive, fresh, other):
+        (d / "root").mkdir(parents=True)
+    for d in (stale, alive, other):
+        os.utime(d, (old, old))
+    archive = write_tar(work / "ok.tar.gz", [reg("bundle.yaml", META), dirm("root")])
+    result = _cli(["check", "--bundle", str(archive), "--only", "os-supported"], tmpdir)
+    assert result.returncode in (0, 1), result.stderr
+    assert sorted(os.listdir(tmpdir)) == sorted([alive.name, fresh.name, other.name])
+
+
+def test_pax_header_is_refused_before_tarfile_parses_anything(tmp_path, monkeypatch):
+    # In-process, on whatever interpreter runs this file: tarfile must never be opened.
+    from agent import bundle as bundle_mod
+    from agent.errors import BundleError
+
+    archive = ARCHIVES["pax-1mib"](tmp_path, make_canary(tmp_path))
+
+    def no_tarfile(*a, **k):
+        raise AssertionError("tarfile.open reached with the hostile PAX header")
+
+    monkeypatch.setattr(bundle_mod.tarfile, "open", no_tarfile)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(BundleError, match="PAX header"):
+        bundle_mod._safe_extract(archive, dest)
+    assert os.listdir(dest) == []
+
+
+def test_decompression_is_capped_whatever_the_headers_say(tmp_path, monkeypatch):
+    # The stream cap itself (MAX_STREAM_BYTES), not the per-member size: shrink it so a small
+    # archive of many small members crosses it.
+    from agent import bundle as bundle_mod
+    from agent.errors import BundleError
+
+    archive = write_tar(tmp_path / "many.tar.gz",
+                        [reg("bundle.yaml", META)] + [reg(f"root/f{i}", b"y" * 4096)
+                                                       for i in range(64)])
+    monkeypatch.setattr(bundle_mod, "MAX_STREAM_BYTES", 64 * 1024)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(BundleError, match="decompresses to more than 65536 bytes"):
+        bundle_mod._safe_extract(archive, dest)
+
+
+@pytest.mark.parametrize("members, problem", [
+    ([reg("a/" * 2100 + "x")], "4202-byte GNU long name"),
+    ([reg("x" * 300)], "name too long"),
+    ([reg("bundle.yaml", META), sym("d", "sub"), reg("d/f")], "lies under the symlink 'd'"),
+    ([reg("bundle.yaml", META), reg("f"), reg("f/g")], "lies under the file 'f'"),
+    ([reg("bundle.yaml", META), reg("a/b"), reg("a")], "appears twice"),
+    ([reg("bundle.yaml", META), sym("s", "/x"), sym("s", "/y")], "appears twice"),
+])
+def test_member_rules(tmp_path, members, problem):
+    from agent.bundle import load_bundle
+    from agent.errors import BundleError
+
+    archive = write_tar(tmp_path / "m.tar.gz", members, fmt=tarfile.GNU_FORMAT)
+    with pytest.raises(BundleError, match=problem) as info:
+        load_bundle(archive)
+    assert "\n" not in str(info.value)
+
+
+def test_pre_scan_refuses_what_tarfile_would_desynchronise_on(tmp_path):
+    # A PAX `size` keyword changes where tarfile looks for the next header: refused, so the
+    # pre-scan and tarfile always walk the same headers.
+    from agent.bundle import load_bundle
+    from agent.errors import BundleError
+
+    info, data = reg("bundle.yaml", META)
+    info.pax_headers = {"size": str(len(data))}
+    archive = write_tar(tmp_path / "size.tar.gz", [(info, data)])
+    with pytest.raises(BundleError, match="keyword 'size' is refused"):
+        load_bundle(archive)
+
+
+def test_live_is_the_source_type_not_the_path(tmp_path):
+    from agent.bundle import load_bundle
+    from agent.host import Host
+
+    assert Host("/").is_live is False  # a tree at "/" is still a tree
+    assert Host("/", live=True).is_live is True
+    with pytest.raises(ValueError):
+        Host(tmp_path, live=True)
+    loaded = load_bundle(bundle("host-healthy"))
+    try:
+        assert loaded.host.is_live is False
+    finally:
+        loaded.close()
