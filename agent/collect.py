@@ -310,8 +310,10 @@ class Collector:
                 discovered and self.allow.import_file(canonical)
             )
             if not allowed:
-                self._skip(f"{host_path} -> {canonical}: outside what the checks declare; "
-                           "content not copied")
+                where = host_path if canonical == host_path else f"{host_path} -> {canonical}"
+                rule = (f"a containerd import is copied only as *{IMPORT_SUFFIX} below "
+                        f"{', '.join(IMPORT_DIRS)}" if discovered else "not a declared read")
+                self._skip(f"{where}: content not copied ({rule})")
                 for path, target in self._links(host_path):
                     if target is not None:
                         self.tree.symlink(path, target)
