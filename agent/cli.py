@@ -16,6 +16,7 @@ from agent.errors import ConfigError
 from agent.model import PATHS
 
 EXIT_OPEN, EXIT_CLOSED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_NOT_WRITTEN = 4  # gate open, `check --apply` could not (fully) write the verdict
 
 
 class UsageError(Exception):
@@ -132,7 +133,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         kube_lines = _kube_verdict(args, config, report, host)  # issue 8: labels, condition
         if kube_lines is not None:
             report = dataclasses.replace(report, context={**report.context, "kube": kube_lines[1]})
-    if args.format == "json":
+    # `--apply`: each write attempted and its answer (docs/json-output.md `publish`)
+    publish = kube_lines[2] if kube_lines is not None and args.apply else None
+    if args.format == "json" and publish is not None:
+        import json
+
+        from agent.outputs import report_dict
+
+        _emit(json.dumps({**report_dict(report), "publish": publish}, indent=2, default=str) + "\n")
+    elif args.format == "json":
         _emit(render_json(report))
     else:
         colour = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None
@@ -142,11 +151,16 @@ def cmd_check(args: argparse.Namespace) -> int:
             verdict = "".join(f"  {line}\n" for line in ["node verdict:", *kube_lines[0]])
             text = f"{head}\n{verdict}{gate_line}\n"
         _emit(text)
-    return EXIT_OPEN if report.gate.open else EXIT_CLOSED
+    if not report.gate.open:
+        return EXIT_CLOSED  # 1 wins over 4
+    if publish is not None and config.kube.enabled and not publish["complete"]:
+        return EXIT_NOT_WRITTEN  # gate open, but the Node does not say so (fully)
+    return EXIT_OPEN
 
 
 def _kube_verdict(args: argparse.Namespace, config: Any, report: Any, host: Any) -> Any:
-    """(text lines, dict) of what would be written to the Node; None with --only."""
+    """(text lines, dict, publish dict) of what would be / was written to the Node; None
+    with --only."""
     # By the source type, twice over: the flags, and the Host the composition root built.
     if args.apply and (args.bundle is not None or args.host_root is not None or not host.is_live):
         raise UsageError("--apply writes to this host's own Node: not with --bundle/--host-root")
@@ -157,7 +171,7 @@ def _kube_verdict(args: argparse.Namespace, config: Any, report: Any, host: Any)
     from agent.kube.publish import check_verdict
 
     result = check_verdict(config, report, host, apply=args.apply)
-    return result.lines(), result.as_dict()
+    return result.lines(), result.as_dict(), result.publish_dict()
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

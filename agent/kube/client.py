@@ -9,13 +9,14 @@ reported with the server's message and never hot-retried; 409 means re-read and 
 
 import json
 import logging
+import math
 import time
 from typing import Any, Dict, Mapping, Optional, Tuple
 from urllib.parse import quote
 
 import requests
 
-from agent.kube.errors import ApiError, Unreachable
+from agent.kube.errors import ApiError, Unreachable, sanitize
 from agent.kube.kubeconfig import CredentialError, KubeConfigFile
 
 __all__ = ["ApiError", "KubeClient", "Unreachable"]
@@ -26,24 +27,46 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
-def _status_message(resp: requests.Response) -> str:
+def _status(resp: requests.Response) -> Tuple[str, Optional[str], Optional[Dict[str, Any]]]:
+    """(message, reason, details) of an error answer; the message sanitised and bounded
+    (errors.sanitize: it is logged and shown)."""
     try:
         body = resp.json()
     except ValueError:
-        return (resp.text or resp.reason or "").strip()[:300]
+        return sanitize(resp.text or resp.reason or ""), None, None
     if isinstance(body, dict) and body.get("message"):
-        return str(body["message"])[:500]
-    return (resp.reason or "").strip()
+        details = body.get("details")
+        reason = body.get("reason")
+        return (
+            sanitize(body["message"]),
+            str(reason) if isinstance(reason, str) else None,
+            details if isinstance(details, dict) else None,
+        )
+    return sanitize(resp.reason or ""), None, None
 
 
 def _retry_after(resp: requests.Response) -> Optional[float]:
+    """Retry-After in delta-seconds (what kube-apiserver sends, RFC 9110 10.2.3); an HTTP-date,
+    a negative, infinite or NaN value is ignored. The caller caps it (publish.py)."""
     value = resp.headers.get("Retry-After")
     if value is None:
         return None
     try:
-        return max(0.0, float(value))  # the apiserver sends delta-seconds
+        seconds = float(value)
     except ValueError:
         return None
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return seconds
+
+
+def _expect(answer: Any, kind: str, what: str) -> Dict[str, Any]:
+    """A 2xx whose body is not the object asked for is treated like an error (the publisher
+    backs off): never trust a JSON array, a string, or another kind as a Node."""
+    if not isinstance(answer, dict) or answer.get("kind") != kind:
+        shown = type(answer).__name__ if not isinstance(answer, dict) else answer.get("kind")
+        raise Unreachable(f"{what}: the answer is not a {kind} ({sanitize(shown, 40)})")
+    return answer
 
 
 class KubeClient:
@@ -72,10 +95,11 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         params: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
     ) -> Any:
         """The decoded JSON answer; raises ApiError or Unreachable. Retries once on 401."""
         for attempt in (1, 2):
-            resp = self._send(method, path, body, content_type, params)
+            resp = self._send(method, path, body, content_type, params, timeout)
             if resp.status_code == 401 and attempt == 1:
                 # Credentials expired or rotated: refresh them (re-run the exec plugin,
                 # re-read tokenFile) and try exactly once more, as client-go does.
@@ -86,7 +110,8 @@ class KubeClient:
                     return resp.json()
                 except ValueError:
                     raise Unreachable(f"{method} {path}: answer is not JSON") from None
-            raise ApiError(resp.status_code, _status_message(resp), _retry_after(resp))
+            message, reason, details = _status(resp)
+            raise ApiError(resp.status_code, message, _retry_after(resp), reason, details)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _send(
@@ -96,6 +121,7 @@ class KubeClient:
         body: Any,
         content_type: str,
         params: Optional[Mapping[str, str]],
+        timeout: Optional[float] = None,
     ) -> requests.Response:
         try:
             creds = self.kubeconfig.credentials()
@@ -112,6 +138,7 @@ class KubeClient:
         if creds.cert_file and creds.key_file:
             cert = (creds.cert_file, creds.key_file)
         self.requests_sent += 1
+        timeout = self.timeout if timeout is None else timeout
         started = time.monotonic()
         try:
             resp = self.session.request(
@@ -122,13 +149,13 @@ class KubeClient:
                 headers=headers,
                 cert=cert,
                 verify=self.kubeconfig.verify,
-                timeout=(min(5.0, self.timeout), self.timeout),
+                timeout=(min(5.0, timeout), timeout),
                 allow_redirects=False,
             )
         except requests.exceptions.SSLError as exc:
             raise Unreachable(f"TLS error talking to {self.server}: {_short(exc)}") from None
         except requests.exceptions.Timeout:
-            raise Unreachable(f"{self.server}: no answer in {self.timeout:g}s") from None
+            raise Unreachable(f"{self.server}: no answer in {timeout:g}s") from None
         except requests.exceptions.RequestException as exc:
             raise Unreachable(f"{self.server}: {_short(exc)}") from None
         log.debug(
@@ -137,29 +164,38 @@ class KubeClient:
         return resp
 
     # -- the calls the agent makes -------------------------------------------------------
-    def get_node(self, name: str) -> Dict[str, Any]:
-        return dict(self.request("GET", f"/api/v1/nodes/{quote(name, safe='')}"))
+    def get_node(self, name: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        path = f"/api/v1/nodes/{quote(name, safe='')}"
+        return _expect(self.request("GET", path, timeout=timeout), "Node", f"GET {path}")
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> Dict[str, Any]:
         """JSON merge patch of the Node (labels, annotations, spec.unschedulable)."""
-        return dict(
-            self.request("PATCH", f"/api/v1/nodes/{quote(name, safe='')}", patch, MERGE_PATCH)
-        )
+        path = f"/api/v1/nodes/{quote(name, safe='')}"
+        return _expect(self.request("PATCH", path, patch, MERGE_PATCH), "Node", f"PATCH {path}")
 
     def patch_node_status(self, name: str, patch: Mapping[str, Any]) -> Dict[str, Any]:
         """Strategic merge patch of nodes/<name>/status: conditions merge by `type` (a merge
         patch would replace the whole list, wiping the kubelet's own conditions)."""
-        return dict(
-            self.request(
-                "PATCH",
-                f"/api/v1/nodes/{quote(name, safe='')}/status",
-                patch,
-                STRATEGIC_MERGE_PATCH,
-            )
-        )
+        path = f"/api/v1/nodes/{quote(name, safe='')}/status"
+        answer = self.request("PATCH", path, patch, STRATEGIC_MERGE_PATCH)
+        return _expect(answer, "Node", f"PATCH {path}")
 
-    def list_runtimeclasses(self) -> Dict[str, Any]:
-        return dict(self.request("GET", "/apis/node.k8s.io/v1/runtimeclasses"))
+    def list_runtimeclasses(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        path = "/apis/node.k8s.io/v1/runtimeclasses"
+        answer = self.request("GET", path, timeout=timeout)
+        return _expect(answer, "RuntimeClassList", f"GET {path}")
+
+    def self_subject_review(self) -> Dict[str, Any]:
+        """Who the server takes these credentials for (authentication.k8s.io/v1
+        SelfSubjectReview, GA in Kubernetes 1.28: `kubectl auth whoami`)."""
+        path = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        return _expect(self.request("POST", path, body), "SelfSubjectReview", f"POST {path}")
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> Dict[str, Any]:
+        """POST a core/v1 Event (API reference: Event v1, create)."""
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
+        return _expect(self.request("POST", path, event), "Event", f"POST {path}")
 
 
 def _short(exc: BaseException) -> str:

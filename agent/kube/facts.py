@@ -11,22 +11,22 @@ Reads are cached for `ttl` seconds so `run` does not LIST RuntimeClasses every c
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from agent.kube.errors import ApiError, Unreachable
-from agent.kube.kubeconfig import KubeconfigError, load
-from agent.kube.nodename import NODEADM_CONFIGS, resolve_node_name
+from agent.kube.kubeconfig import KubeconfigError
+from agent.kube.session import KubeSession, settings_key, shared_session
 
 KUBE_FACTS = ("node", "runtimeclasses")
 DEFAULT_TTL_S = 600.0
 # A check has its own deadline (Check.timeout_s); the API read must finish well within it.
 FACT_TIMEOUT_S = 5.0
 
-if TYPE_CHECKING:
-    from agent.kube.client import KubeClient
-
 
 class KubeFacts:
+    """The API facts over a KubeSession (agent/kube/session.py): the Node read is the
+    session's, so the publisher of the same process plans against it without a second GET."""
+
     def __init__(
         self,
         config: Any,
@@ -34,61 +34,44 @@ class KubeFacts:
         host: Any = None,
         ttl: float = DEFAULT_TTL_S,
         clock: Callable[[], float] = time.monotonic,
+        session: Optional[KubeSession] = None,
     ) -> None:
         self.config = config
         self.base = base
         self.host = host
         self.ttl = ttl
         self.clock = clock
+        self.session = session if session is not None else KubeSession(config.kube, host, clock)
         self._lock = threading.Lock()
         self._cache: Dict[str, Tuple[float, Any]] = {}
-        self._client: Optional[KubeClient] = None
 
     def fact(self, name: str) -> Any:
         if name not in KUBE_FACTS:
             return self.base.fact(name) if self.base is not None else None
+        if not self.config.kube.enabled:
+            return {"error": "the Kubernetes API is not used (kube.enabled is false)"}
+        if name == "node":  # cached by the session (shared with the publisher)
+            try:
+                return self.session.read_node(self.clock(), self.ttl, timeout=FACT_TIMEOUT_S)
+            except (ApiError, Unreachable, KubeconfigError) as exc:
+                return {"error": str(exc)}
         with self._lock:  # checks run in threads; one API read per fact per ttl
             hit = self._cache.get(name)
-            if hit is not None and self.clock() - hit[0] < self.ttl:
+            if hit is not None and 0 <= self.clock() - hit[0] < self.ttl:
                 return hit[1]
-            value = self._read(name)
+            value = self._runtimeclasses()
             self._cache[name] = (self.clock(), value)
             return value
 
-    def _read(self, name: str) -> Dict[str, Any]:
-        kcfg = self.config.kube
-        if not kcfg.enabled:
-            return {"error": "the Kubernetes API is not used (kube.enabled is false)"}
+    def _runtimeclasses(self) -> Dict[str, Any]:
         try:
-            if self._client is None:
-                kc = load(kcfg.kubeconfig, kcfg.context, min(kcfg.exec_timeout, FACT_TIMEOUT_S))
-                timeout = min(kcfg.request_timeout, FACT_TIMEOUT_S)
-                self._client = _client_class()(kc, timeout=timeout)
-            if name == "runtimeclasses":
-                answer = self._client.list_runtimeclasses()
-                return {"items": list(answer.get("items") or [])}
-            node_name, why = self._node_name()
-            if node_name is None:
-                return {"error": why}
-            return self._client.get_node(node_name)
+            answer = self.session.client().list_runtimeclasses(timeout=FACT_TIMEOUT_S)
+            return {"items": list(answer.get("items") or [])}
         except (ApiError, Unreachable, KubeconfigError) as exc:
             return {"error": str(exc)}
 
-    def _node_name(self) -> Tuple[Optional[str], str]:
-        host = self.host
-        if host is None:
-            from agent.host import Host
-
-            host = Host("/", live=True)
-        kcfg = self.config.kube
-        return resolve_node_name(
-            host, kcfg.node_name, nodeadm_paths=kcfg.nodeadm_config_paths or NODEADM_CONFIGS
-        )
-
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self.session.close()
 
 
 class _Chained:
@@ -103,30 +86,22 @@ class _Chained:
         return self.base.fact(name) if self.base is not None else None
 
 
-# `run` builds a fresh Host every cycle; the API facts (and their cache, and the client's
+# `run` builds a fresh Host every cycle; the API facts (and their cache, and the session's
 # connection) live across cycles so a cycle every minute does not mean a GET every minute.
 _SHARED: Dict[Tuple[Any, ...], KubeFacts] = {}
 _SHARED_LOCK = threading.Lock()
 
 
 def with_kube_facts(base: Any, config: Any) -> Any:
-    """The live host's fact source plus the API facts (agent.hosts.live_host wires this)."""
+    """The live host's fact source plus the API facts (agent.hosts.live_host wires this); the
+    session is the process's shared one, which the publisher uses too."""
     kcfg = getattr(config, "kube", None)
     if kcfg is None:
         return base
-    key = (kcfg.enabled, kcfg.kubeconfig, kcfg.context, kcfg.node_name,
-           tuple(kcfg.nodeadm_config_paths), kcfg.request_timeout, kcfg.exec_timeout)
+    key = settings_key(kcfg)
     with _SHARED_LOCK:
         api = _SHARED.get(key)
         if api is None:
-            for old in _SHARED.values():  # a reload changed the settings: drop the old client
-                old.close()
-            _SHARED.clear()
-            api = _SHARED[key] = KubeFacts(config)
+            _SHARED.clear()  # a reload changed the settings (shared_session closes the old one)
+            api = _SHARED[key] = KubeFacts(config, session=shared_session(config))
     return _Chained(base, api)
-
-
-def _client_class() -> "type[KubeClient]":
-    from agent.kube.client import KubeClient  # imports requests: only when a request is made
-
-    return KubeClient

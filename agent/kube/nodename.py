@@ -15,9 +15,8 @@ import re
 import shlex
 from typing import Any, Iterable, List, Optional, Tuple
 
-import yaml
-
 from agent.kube.kubeconfig import client_cert_cn
+from agent.yamlio import YamlError, safe_load_all
 
 # nodeadm reads its NodeConfig from `nodeadm init --config-source file://<file or dir>`;
 # a directory's documents merge in file-name order (so the last nodeName wins). The first
@@ -50,12 +49,13 @@ def _nodeadm_name(text: str) -> Optional[str]:
     """spec.hybrid.nodeName from a NodeConfig (a YAML document, or a multi-doc / MIME file
     where the NodeConfig is one YAML document among others)."""
     try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError:
+        docs = list(safe_load_all(text))  # bounded: depth, alias expansion, integers
+    except YamlError:
         return None
     for doc in docs:
         if isinstance(doc, dict) and doc.get("kind") == "NodeConfig":
-            hybrid = (doc.get("spec") or {}).get("hybrid") or {}
+            spec = doc.get("spec")
+            hybrid = (spec.get("hybrid") if isinstance(spec, dict) else None) or {}
             name = hybrid.get("nodeName") if isinstance(hybrid, dict) else None
             if name:
                 return str(name).strip()

@@ -8,9 +8,14 @@ cluster", docs/kubernetes.md):
   claims may still be prepared) unless configured, and even then never while the Report shows
   GPUs in use or cannot say (allocation-owner's ``details["in_use"]``);
 - health label: the live verdict, "true" | "false";
-- condition (default GPUReady): True = gate open; reason = first blocking check id; message =
-  the blocking checks; lastTransitionTime only on a status change; lastHeartbeatTime refreshed
-  at most every ``heartbeat_interval`` (the only write at steady state);
+- condition (default GPUReady): True = gate open; reason a CamelCase word as Kubernetes
+  condition reasons are (API conventions, "Typical status properties": `GateOpen`,
+  `CheckFailed` when a fail closes the gate, `CheckUnknown` when only unknowns do); message at
+  most 200 characters (the first blocking check, its summary cut to fit, how many others: the
+  full list stays in the JSON and the metrics); lastTransitionTime only on a status change;
+  lastHeartbeatTime refreshed at most every ``heartbeat_interval`` (the only write at steady
+  state), timed on the monotonic clock while this process wrote the last one, so a wall-clock
+  jump neither silences nor floods it;
 - cordon (opt-in) on a fatal GPU fault, undone only when the agent's own annotation says it
   cordoned; taints are never written (NodeRestriction forbids them to a node identity);
 - labels and conditions this agent owned (recorded in an annotation) but no longer manages
@@ -19,14 +24,23 @@ cluster", docs/kubernetes.md):
 
 import datetime
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 from agent.kube.kubeconfig import parse_rfc3339
 from agent.model import Status
 
-MESSAGE_LIMIT = 1024  # keep the Node object small; `kubectl describe` shows it whole
+# `kubectl describe node` shows the message whole, one line per condition: keep it readable.
+MESSAGE_LIMIT = 200
 REASON_OPEN = "GateOpen"
+REASON_FAILED = "CheckFailed"
+REASON_UNKNOWN = "CheckUnknown"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def _one_line(text: str) -> str:
+    return _CONTROL.sub(" ", text).strip()
 
 
 def rfc3339(ts: float) -> str:
@@ -92,14 +106,40 @@ def desired_condition(report: Any, ctype: str) -> Dict[str, str]:
             "reason": REASON_OPEN,
             "message": f"gate {report.path} open: no critical check fails",
         }
-    parts = []
-    for cid in gate.blocking:
-        r = report.result(cid)
-        parts.append(f"{cid} {r.status}: {r.summary}" if r is not None else cid)
-    message = "; ".join(parts)
-    if len(message) > MESSAGE_LIMIT:
-        message = message[: MESSAGE_LIMIT - 3] + "..."
-    return {"type": ctype, "status": "False", "reason": gate.blocking[0], "message": message}
+    return {
+        "type": ctype,
+        "status": "False",
+        "reason": closed_reason(report),
+        "message": closed_message(report),
+    }
+
+
+def closed_reason(report: Any) -> str:
+    """CheckUnknown only when every blocking check is unknown (the agent cannot see), else
+    CheckFailed (a fail, or a warning under --strict, closes the gate)."""
+    statuses = [getattr(report.result(c), "status", None) for c in report.gate.blocking]
+    if statuses and all(s == Status.UNKNOWN for s in statuses):
+        return REASON_UNKNOWN
+    return REASON_FAILED
+
+
+def closed_message(report: Any, limit: int = MESSAGE_LIMIT) -> str:
+    """`<first blocking id> <status>: <summary>` cut to fit, then `; +N more blocking`."""
+    blocking = list(report.gate.blocking)
+    if not blocking:
+        return _one_line(f"gate {report.path} closed")[:limit]
+    first = blocking[0]
+    r = report.result(first)
+    head = f"{first} {r.status}: " if r is not None else f"{first}: "
+    summary = _one_line(str(r.summary)) if r is not None else "blocking"
+    others = len(blocking) - 1
+    tail = f"; +{others} more blocking" if others else ""
+    room = limit - len(head) - len(tail)
+    if room < 4:  # an absurdly long id: keep the count readable, cut the rest
+        return (head + summary)[: max(0, limit - len(tail) - 3)] + "..." + tail
+    if len(summary) > room:
+        summary = summary[: room - 3] + "..."
+    return head + summary + tail
 
 
 def _ann(cfg: Any, name: str) -> str:
@@ -107,11 +147,21 @@ def _ann(cfg: Any, name: str) -> str:
 
 
 def _owned(annotations: Mapping[str, str], key: str) -> Dict[str, Any]:
+    raw = annotations.get(key, "")
     try:
-        value = json.loads(annotations.get(key, "") or "{}")
-    except ValueError:
+        value = json.loads(raw if isinstance(raw, str) and raw else "{}")
+    except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _parse_time(value: Any) -> Optional[float]:
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_rfc3339(value)
+    except (OverflowError, OSError, ValueError):  # a year 1 or 9999 stamp from someone else
+        return None
 
 
 def _dict(value: Any) -> Dict[str, Any]:
@@ -124,7 +174,11 @@ def plan(
     cfg: Any,
     consecutive_opens: int,
     now: float,
+    since_beat: Optional[float] = None,
 ) -> Plan:
+    """``now`` is wall time (the timestamps written); ``since_beat`` the monotonic seconds
+    since this process last wrote the heartbeat (None: it has not), which decides when the
+    next is due whatever the wall clock did."""
     # The Node comes from the API or from a bundle's host.json: tolerate any shape.
     meta = _dict(_dict(node).get("metadata"))
     labels: Mapping[str, str] = _dict(meta.get("labels"))
@@ -222,8 +276,12 @@ def plan(
     changed = actual is None or any(
         actual.get(k) != cond[k] for k in ("status", "reason", "message")
     )
-    beat = parse_rfc3339(str(actual.get("lastHeartbeatTime", ""))) if actual else None
-    due = beat is None or now - beat >= cfg.heartbeat_interval
+    if since_beat is not None:
+        due = since_beat >= cfg.heartbeat_interval
+    else:
+        beat = _parse_time(actual.get("lastHeartbeatTime")) if actual else None
+        # a heartbeat "from the future" (a wall clock that jumped back) is due now
+        due = beat is None or not 0 <= now - beat < cfg.heartbeat_interval
     status_conditions: List[Dict[str, Any]] = []
     if changed or due:
         cond["lastHeartbeatTime"] = stamp

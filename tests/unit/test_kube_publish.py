@@ -86,7 +86,7 @@ def test_gpu_ecc_failure_keeps_allocation_label_flips_health_and_condition(api):
     assert labels(double)[ALLOC] == "dra"
     assert labels(double)[HEALTH] == "false"
     cond = condition(double)
-    assert cond["status"] == "False" and cond["reason"] == "gpu-ecc"
+    assert cond["status"] == "False" and cond["reason"] == "CheckFailed"
     # an added condition goes first on the real server (recorded: "SMP own status add GPUReady")
     assert [c["type"] for c in double.nodes[NODE]["status"]["conditions"]] == ["GPUReady", "Ready"]
     assert no_taint_ever(double)
@@ -164,8 +164,9 @@ def test_409_rereads_and_reapplies_in_the_same_cycle(api):
     res = pub.publish(report({"gpu-ecc": "DBE"}))
     assert res.error is None and res.writes
     assert labels(double)[HEALTH] == "false"
-    methods = [e["method"] for e in double.log[-4:]]
-    assert methods[:2] == ["PATCH", "GET"]
+    seq = [(e["method"], e["status"]) for e in double.log[-5:]]
+    # the refused PATCH, the re-read, the PATCH again, the condition, the transition's Event
+    assert seq == [("PATCH", 409), ("GET", 200), ("PATCH", 200), ("PATCH", 200), ("POST", 201)]
 
 
 def test_slow_api_times_out_and_changes_nothing(api):
@@ -187,16 +188,26 @@ def test_connection_reset_is_an_error_not_a_crash(api):
     assert res.error and HEALTH not in labels(double)
 
 
-def test_wrong_node_name_is_one_clear_line(api):
+def test_wrong_node_name_says_where_the_name_and_the_identity_came_from(api):
     double, kc = api
     double.add_node("gpu-host-9")
     for name in ("gpu-host-9", "no-such-node"):
         res = publisher(kc, Clock(), node_name=name).publish(report())
-        assert "the node name is probably wrong" in res.error and "HTTP 403" in res.error
-        assert "\n" not in res.error
-    double.nodes.pop(NODE)
+        assert "HTTP 403" in res.error and "\n" not in res.error
+        assert "(name from config kube.node_name)" in res.error
+        # the token's identity, from a SelfSubjectReview
+        assert "the credentials are system:node:gpu-host-1 (from a SelfSubjectReview" in res.error
+        assert "set kube.node_name: gpu-host-1" in res.error
+    assert double.counts().get("POST", 0) == 2  # one SelfSubjectReview per wrong name
+
+
+def test_not_registered_yet_is_waiting_not_an_error(api):
+    double, kc = api
+    double.nodes.pop(NODE)  # before the kubelet registered it: its own name is 404
     res = publisher(kc, Clock()).publish(report())
-    assert "HTTP 404" in res.error and "probably wrong" in res.error
+    assert res.error is None
+    assert res.waiting.startswith(f"Node '{NODE}' is not registered yet")
+    assert res.writes == [] and not res.fully_written
 
 
 def test_cordon_on_fatal_and_uncordon_through_the_api(api):

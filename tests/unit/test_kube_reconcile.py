@@ -75,8 +75,8 @@ def test_gpu_ecc_failure_flips_health_and_condition_but_keeps_allocation_label()
     assert n["metadata"]["labels"][ALLOC] == "dra"
     assert n["metadata"]["labels"][HEALTH] == "false"
     cond = next(c for c in n["status"]["conditions"] if c["type"] == "GPUReady")
-    assert (cond["status"], cond["reason"]) == ("False", "gpu-ecc")
-    assert "GPU 3: 2 volatile uncorrectable ECC errors" in cond["message"]
+    assert (cond["status"], cond["reason"]) == ("False", "CheckFailed")
+    assert cond["message"] == "gpu-ecc fail: GPU 3: 2 volatile uncorrectable ECC errors"
     assert cond["lastTransitionTime"] == rfc3339(T0 + 60)
     assert "taints" not in json.dumps(p.node_patch)
 
@@ -93,14 +93,15 @@ def test_remove_on_failure_still_keeps_the_label_while_gpus_are_in_use_or_unknow
     assert ALLOC not in n3["metadata"]["labels"]
 
 
-def test_condition_reason_is_the_first_blocking_check_and_transition_time_is_stable():
+def test_condition_reason_is_camelcase_and_transition_time_is_stable():
     cfg, n = config(), node()
     bad = report({"driver-loaded": "module not loaded", "gpu-ecc": "DBE"})
     n, _ = converge(cfg, bad, n, 0, T0)
     n, _ = converge(cfg, bad, n, 0, T0 + 400)  # heartbeat only
     cond = next(c for c in n["status"]["conditions"] if c["type"] == "GPUReady")
-    assert cond["reason"] == "driver-loaded"
-    assert "gpu-ecc fail: DBE" in cond["message"]
+    assert cond["reason"] == "CheckFailed"
+    # the first blocking check, then how many others (the full list is in the JSON)
+    assert cond["message"] == "driver-loaded fail: module not loaded; +1 more blocking"
     assert cond["lastTransitionTime"] == rfc3339(T0)
     assert cond["lastHeartbeatTime"] == rfc3339(T0 + 400)
 
