@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent.boundedio import CONFIG_CAP, read_bytes_capped
 from agent.errors import ConfigError
 from agent.model import PATHS
 from agent.yamlio import safe_load
@@ -227,13 +228,16 @@ def load_config(path: Optional[str]) -> "tuple[Config, Optional[str]]":
     explicit = path is not None
     target = Path(path or DEFAULT_CONFIG_PATH)
     try:
-        text = target.read_text(encoding="utf-8")
+        # A regular file only (a FIFO never blocks the open, /dev/zero is refused), capped.
+        text = read_bytes_capped(target, CONFIG_CAP).decode("utf-8")
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"{target}: no such file") from None
         return Config(), None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{target}: unreadable ({exc})") from None
+    except OSError as exc:
+        raise ConfigError(f"{target}: unreadable ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{target}: unreadable (not UTF-8 at byte {exc.start})") from None
     return parse_config(text, str(target)), str(target)
 
 

@@ -50,6 +50,23 @@ class YamlError(ParseError, yaml.YAMLError):
         self.problem_mark = mark
 
 
+class _Line:
+    """A mark with only a line (0-based, as PyYAML's Mark), for errors that carry a position."""
+
+    def __init__(self, line: int) -> None:
+        self.line = line
+
+
+def _mark(exc: BaseException, text: str) -> Any:
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        return mark
+    position = getattr(exc, "position", None)  # ReaderError: a character offset
+    if isinstance(position, int) and 0 <= position <= len(text):
+        return _Line(text.count("\n", 0, position))
+    return None
+
+
 def _first_line(exc: BaseException) -> str:
     problem = getattr(exc, "problem", None) or getattr(exc, "reason", None)
     if isinstance(problem, str) and problem:
@@ -115,7 +132,7 @@ def _guarded(text: Any, max_depth: int, max_nodes: int) -> None:
     except YamlError:
         raise
     except yaml.YAMLError as exc:
-        raise YamlError(_first_line(exc), getattr(exc, "problem_mark", None)) from None
+        raise YamlError(_first_line(exc), _mark(exc, text)) from None
     except Exception as exc:  # the reader's own errors on odd input: still one line
         raise YamlError(_first_line(exc)) from None
 
@@ -128,7 +145,7 @@ def safe_load(text: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES)
     try:
         return loader.get_single_data()
     except yaml.YAMLError as exc:
-        raise YamlError(_first_line(exc), getattr(exc, "problem_mark", None)) from None
+        raise YamlError(_first_line(exc), _mark(exc, text)) from None
     except Exception as exc:  # ValueError (timestamps), TypeError (unhashable keys), ...
         raise YamlError(_first_line(exc)) from None
     finally:
@@ -146,7 +163,7 @@ def safe_load_all(
         while loader.check_data():
             docs.append(loader.get_data())
     except yaml.YAMLError as exc:
-        raise YamlError(_first_line(exc), getattr(exc, "problem_mark", None)) from None
+        raise YamlError(_first_line(exc), _mark(exc, text)) from None
     except Exception as exc:
         raise YamlError(_first_line(exc)) from None
     finally:

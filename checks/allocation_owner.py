@@ -7,9 +7,9 @@ the DRA plugin registers plugins_registry/gpu.nvidia.com-reg.sock and serves
 plugins/gpu.nvidia.com/dra.sock.
 """
 
-import json
 from typing import Any, Dict, List, Optional, Tuple
 
+from agent import jsonio
 from checks.allocation_owner_cluster import mps_conflict
 from checks.base import (
     ALL_PATHS,
@@ -42,11 +42,9 @@ def _load_json(host: Any, path: str) -> Tuple[Optional[Any], Optional[str]]:
     if text is None:
         return None, None
     try:
-        return json.loads(text), None
-    except json.JSONDecodeError as exc:
-        return None, f"{path}: line {exc.lineno}: invalid JSON ({exc.msg})"
-    except (RecursionError, ValueError) as exc:
-        return None, f"{path}: unreadable ({type(exc).__name__})"
+        return jsonio.loads(text), None  # bounded: depth, integer length
+    except jsonio.JsonError as exc:
+        return None, f"{path}: {exc}"
 
 
 def _d(value: Any) -> Dict[str, Any]:

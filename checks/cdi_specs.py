@@ -5,13 +5,12 @@ Pure parsers over text; every malformed input becomes an error string naming the
 line, never an exception.
 """
 
-import json
 import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-import yaml
+from agent import jsonio, yamlio
 
 # The CDI default spec directories (SPEC.md "CDI JSON/YAML file locations"); containerd's
 # cdi_spec_dirs default to the same two. Later directories have higher priority.
@@ -69,22 +68,18 @@ class Spec:
 
 
 def parse_spec(text: str, path: str) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    # Bounded loaders (agent/yamlio.py, agent/jsonio.py): an alias bomb, deep nesting or a
+    # huge integer is an error naming the file, like any malformed spec.
     try:
-        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        return None, f"{path}: line {exc.lineno}: invalid JSON ({exc.msg})"
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            line = f"line {mark.line + 1}: "
-        elif isinstance(getattr(exc, "position", None), int):  # ReaderError: bad characters
-            line = f"line {text[: exc.position].count(chr(10)) + 1}: "  # type: ignore[attr-defined]
-        else:
-            line = ""
-        problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or "invalid YAML"
-        return None, f"{path}: {line}invalid YAML ({problem})"
-    except (RecursionError, ValueError) as exc:
-        return None, f"{path}: unreadable spec ({type(exc).__name__})"
+        data = jsonio.loads(text) if path.endswith(".json") else yamlio.safe_load(text)
+    except jsonio.JsonError as exc:
+        if exc.lineno:
+            return None, f"{path}: line {exc.lineno}: {exc.problem}"
+        return None, f"{path}: {exc.problem}"
+    except yamlio.YamlError as exc:
+        mark = exc.problem_mark
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        return None, f"{path}: {line}invalid YAML ({exc.problem})"
     if not isinstance(data, dict):
         return None, f"{path}: line 1: a CDI spec must be a mapping"
     return data, None
