@@ -18,10 +18,10 @@ import time
 from collections import OrderedDict
 from typing import Callable, Dict, Literal, Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.boundedio import CONFIG_CAP, read_bytes_capped
+from agent.yamlio import YamlError, safe_load
 
 TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1,
@@ -257,8 +257,10 @@ def _rel(path: str, base_dir: str) -> str:
 def load_web_config(path: str) -> WebConfig:
     """Parse and validate a web-config file; WebConfigError (one line) when it is not usable."""
     try:  # capped: a reload must never read a huge file into the agent's memory
-        data = yaml.safe_load(read_bytes_capped(path, CONFIG_CAP).decode("utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        data = safe_load(read_bytes_capped(path, CONFIG_CAP).decode("utf-8"))  # bounded
+    except YamlError as exc:  # any YAML error, or a limit (depth, aliases, integer length)
+        raise WebConfigError(f"{path}: invalid YAML ({exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
         raise WebConfigError(f"{path}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     try:
         model = WebConfigModel.model_validate(data or {})

@@ -23,6 +23,9 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from agent.boundedio import CONFIG_CAP, read_bytes_capped
+from agent.yamlio import safe_load
+
 EXEC_API_VERSIONS = (
     "client.authentication.k8s.io/v1beta1",
     "client.authentication.k8s.io/v1",
@@ -105,9 +108,8 @@ class KubeConfigFile:
     def __init__(self, path: str, context: Optional[str] = None, exec_timeout: float = 20.0):
         self.path = path
         self.exec_timeout = exec_timeout
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = yaml.safe_load(fh)
+        try:  # a regular file under the config cap; bounded YAML (depth, aliases, integers)
+            data = safe_load(read_bytes_capped(path, CONFIG_CAP).decode("utf-8"))
         except FileNotFoundError:
             raise KubeconfigError(f"{path}: no such file") from None
         except (OSError, UnicodeDecodeError) as exc:

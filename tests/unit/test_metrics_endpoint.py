@@ -124,7 +124,7 @@ def test_tls_with_relative_paths_and_reload(tmp_path, server_factory):
     ("tls_server_config:\n  cert_file: a\n  key_file: b\n  client_auth_type: RequestClientCert\n",
      "client_auth_type"),
     ("http_server_config:\n  headers:\n    Server: me\n", "may not be set"),
-    ("[unclosed\n", "ParserError"),
+    ("[unclosed\n", "invalid YAML"),
 ])
 def test_bad_web_configs_are_one_line_errors(tmp_path, text, needle):
     cfg = tmp_path / "web.yml"
