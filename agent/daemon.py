@@ -184,13 +184,14 @@ class Daemon:
         src = self.source
         if src.bundle is not None:
             with open_host(bundle=src.bundle) as host:
-                yield host
+                yield self._with_sticky(host)
         elif src.host_root is not None:
-            yield tree_host(src.host_root, gpus=src.gpus)
-        elif self.xid_monitor is not None:
-            yield _StickyFromMemory(live_host(self.gen.config, gpus=src.gpus), self.xid_monitor)
+            yield self._with_sticky(tree_host(src.host_root, gpus=src.gpus))
         else:
-            yield live_host(self.gen.config, gpus=src.gpus)
+            yield self._with_sticky(live_host(self.gen.config, gpus=src.gpus))
+
+    def _with_sticky(self, host: Any) -> Any:
+        return host if self.xid_monitor is None else _StickyFromMemory(host, self.xid_monitor)
 
     def _take_snapshot(self, host: Any, results: Sequence[CheckResult]) -> Any:
         """The GPU snapshot the GPU checks of this cycle saw (cached per Host), so metrics

@@ -1,0 +1,165 @@
+"""Fault matrix, metrics endpoint rows: slowloris (500 idle and trickling connections from
+500 loopback addresses), a per-address connection flood, and a basic-auth password flood."""
+import base64
+import threading
+import time
+
+import bcrypt
+
+from agent import httpserver, webconfig
+from agent.httpserver import MetricsServer
+from agent.webconfig import load_web_config
+from tests.integration.agentproc import BUNDLES, start_agent, wait_for
+from tests.reliability.helpers import connect_from, loopback, raise_nofile, scrape, still_open
+
+ATTACKERS = 500
+SCRAPES = 100
+PARTIAL = b"GET /metrics HTTP/1.1\r\nHost: agent\r\n"  # a request whose headers never end
+
+
+def _attack(port, count, stop, holders):
+    """Half the connections send nothing; half send a partial request, then one header byte
+    every 2 s (the slowloris pattern: each recv() gets a byte well inside any idle timeout)."""
+    for i in range(count):
+        sock = connect_from(loopback(i), port)
+        if i % 2:
+            sock.sendall(PARTIAL)
+        holders.append(sock)
+    while not stop.wait(2.0):
+        for i, sock in enumerate(list(holders)):
+            if i % 2:
+                try:
+                    sock.send(b"X")
+                except OSError:
+                    pass  # the agent closed it (request deadline): as designed
+
+
+def test_slowloris_500_idle_connections_leave_the_scraper_answered(tmp_path):
+    """Row "slowloris": >= 99% of scrapes from 127.0.0.1 answered (200) within a 10 s scrape
+    timeout while 500 other loopback addresses hold idle or trickling connections. Before the
+    fix 64 idle connections took every slot and 0 of 26 scrapes were answered."""
+    raise_nofile(ATTACKERS * 2 + 256)
+    agent, port = start_agent(tmp_path, ["--bundle", str(BUNDLES / "host-healthy")],
+                              "run:\n  fast_interval: 600\n")
+    stop = threading.Event()
+    holders = []
+    attacker = threading.Thread(target=_attack, args=(port, ATTACKERS, stop, holders),
+                                daemon=True)
+    try:
+        attacker.start()
+        wait_for(lambda: len(holders) == ATTACKERS, 60, "500 attacker connections")
+        held = sum(still_open(s) for s in holders)
+        assert held >= ATTACKERS * 0.98, f"only {held} attacker connections were held"
+        answered = 0
+        for _ in range(SCRAPES):
+            try:
+                status, body = scrape(port, timeout=10.0)
+                answered += status == 200 and b"gpu_node_agent_gate_open" in body
+            except OSError:
+                pass
+            time.sleep(0.05)
+        assert answered >= 0.99 * SCRAPES, f"{answered}/{SCRAPES} scrapes answered"
+        assert agent.popen.poll() is None
+    finally:
+        stop.set()
+        attacker.join(10)
+        for sock in holders:
+            sock.close()
+        agent.stop()
+
+
+def test_one_address_is_capped_and_others_still_get_in():
+    """Row "per-address flood": 40 connections from one address hold at most
+    MAX_PER_ADDRESS (8) connections; a scraper from another address is answered."""
+    srv = MetricsServer("127.0.0.1:0", None, b"a_metric 1\n")
+    srv.start()
+    socks = []
+    try:
+        for _ in range(40):
+            try:
+                socks.append(connect_from("127.0.0.3", srv.port))
+            except OSError:
+                pass
+        wait_for(lambda: srv.stats["refused_per_address"] >= 32, 10, "refusals")
+        assert sum(still_open(s) for s in socks) == 8 == httpserver.MAX_PER_ADDRESS
+        assert scrape(srv.port) == (200, b"a_metric 1\n")
+    finally:
+        for s in socks:
+            s.close()
+        srv.stop()
+
+
+def test_a_request_trickled_past_its_deadline_is_dropped_without_a_worker(monkeypatch):
+    """Row "slowloris, one connection": a request that does not complete within
+    REQUEST_TIMEOUT_S of its first byte is closed, however often bytes arrive."""
+    monkeypatch.setattr(httpserver, "REQUEST_TIMEOUT_S", 1.0)
+    srv = MetricsServer("127.0.0.1:0", None, b"a_metric 1\n")
+    srv.start()
+    sock = connect_from("127.0.0.4", srv.port)
+    try:
+        sock.sendall(PARTIAL)
+        closed_after = None
+        for i in range(40):  # a byte every 0.1 s: a per-recv timeout would never fire
+            try:
+                sock.send(b"X")
+            except OSError:
+                closed_after = i
+                break
+            if not still_open(sock):
+                closed_after = i
+                break
+            time.sleep(0.1)
+        assert closed_after is not None, "a trickled request held its connection for 4 s"
+        assert srv.stats["timed_out"] >= 1
+    finally:
+        sock.close()
+        srv.stop()
+
+
+def _basic(user, password):
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def test_auth_flood_runs_a_bounded_number_of_bcrypt_checks(tmp_path):
+    """Row "auth flood": 300 wrong passwords from one address and 10 x 30 from ten others
+    run at most ADDR_BURST + GLOBAL_BURST bcrypt checks (the rate limit's clock is frozen, so
+    no token comes back during the flood); the rest are 429 or a cached 401. The scraper's
+    right password from 127.0.0.1 is answered 200 throughout."""
+    hashed = bcrypt.hashpw(b"right", bcrypt.gensalt(4)).decode()
+    cfg = tmp_path / "web.yml"
+    cfg.write_text(f"basic_auth_users:\n  prom: '{hashed}'\n")
+    web = load_web_config(str(cfg))
+    web.limiter.clock = lambda: 1000.0
+    srv = MetricsServer("127.0.0.1:0", web, b"a_metric 1\n")
+    srv.start()
+    try:
+        assert scrape(srv.port, headers=_basic("prom", "right"))[0] == 200
+        statuses = []
+        for i in range(300):
+            statuses.append(scrape(srv.port, headers=_basic("prom", f"wrong{i}"),
+                                   source="127.0.0.2")[0])
+        for a in range(10):
+            for i in range(30):
+                statuses.append(scrape(srv.port, headers=_basic("prom", f"x{a}-{i}"),
+                                       source=loopback(10 + a))[0])
+            assert scrape(srv.port, headers=_basic("prom", "right"))[0] == 200
+        # 1 for the scraper, 5 for 127.0.0.2, 20 shared by the ten others
+        assert web.bcrypt_checks <= 1 + webconfig.ADDR_BURST + webconfig.GLOBAL_BURST
+        assert statuses.count(429) >= 600 - webconfig.ADDR_BURST - webconfig.GLOBAL_BURST
+        assert set(statuses) <= {401, 429}
+        before = web.bcrypt_checks
+        for _ in range(50):  # the same wrong password again: a cached verdict, no bcrypt
+            assert scrape(srv.port, headers=_basic("prom", "wrong0"), source="127.0.0.2")[0] == 401
+        assert web.bcrypt_checks == before
+    finally:
+        srv.stop()
+
+
+def test_the_rate_limit_refills_on_the_monotonic_clock():
+    """The per-address bucket gets a token back every ADDR_REFILL_S of monotonic time, and a
+    wall-clock step does nothing to it (it never reads the wall clock)."""
+    now = [0.0]
+    limiter = webconfig.AuthLimiter(clock=lambda: now[0])
+    assert [limiter.allow("127.0.9.9") for _ in range(6)] == [True] * 5 + [False]
+    now[0] += webconfig.ADDR_REFILL_S
+    assert limiter.allow("127.0.9.9") and not limiter.allow("127.0.9.9")
