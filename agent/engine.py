@@ -21,6 +21,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from agent.model import (
     PATHS,
     SKIP_CONFIGURED,
+    SKIP_INPUT_MISSING,
     SKIP_NOT_APPLICABLE,
     Check,
     CheckResult,
@@ -106,27 +107,56 @@ class _PathWatch:
 
 class _Recorder:
     """The host as the first evaluation saw it: command answers are recorded, and a later
-    evaluation of the same check (another path) gets the same answers in the same order."""
+    evaluation of the same check (another path) gets the same answers in the same order.
+    It also notes every source the host could not give because it was never captured (a
+    command a bundle did not record, no kernel log, no GPU snapshot, a fact left null), so
+    the fix for such a result can say how to capture it rather than how to repair a host."""
 
-    def __init__(self, host: Any) -> None:
+    def __init__(self, host: Any, missing: Optional[List[str]] = None) -> None:
         self._gna_host = host
         self._gna_answers: Dict[Tuple[str, ...], List[Any]] = {}
         self._gna_replay: Optional[Dict[Tuple[str, ...], List[Any]]] = None
+        self.gna_missing: List[str] = missing if missing is not None else []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._gna_host, name)
 
+    def _gna_note(self, what: str) -> None:
+        if what not in self.gna_missing:
+            self.gna_missing.append(what)
+
     def run(self, argv: Sequence[str], timeout: float = 10.0) -> Any:
         key = tuple(argv)
         if self._gna_replay is not None and self._gna_replay.get(key):
-            return self._gna_replay[key].pop(0)
-        answer = self._gna_host.run(argv, timeout)
-        if self._gna_replay is None:
-            self._gna_answers.setdefault(key, []).append(answer)
+            answer = self._gna_replay[key].pop(0)
+        else:
+            answer = self._gna_host.run(argv, timeout)
+            if self._gna_replay is None:
+                self._gna_answers.setdefault(key, []).append(answer)
+        if getattr(answer, "not_recorded", False):
+            self._gna_note(f"`{' '.join(key)}`")
         return answer
 
+    def kmsg(self) -> Any:
+        lines = self._gna_host.kmsg()
+        if lines is None:
+            self._gna_note("the kernel log")
+        return lines
+
+    def gpus(self) -> Any:
+        snap = self._gna_host.gpus()
+        if snap is None:
+            self._gna_note("the GPU snapshot")
+        return snap
+
+    def fact(self, name: str) -> Any:
+        value = self._gna_host.fact(name)
+        if value is None:
+            self._gna_note(f"the {name} fact")
+        return value
+
     def replaying(self) -> "_Recorder":
-        again = _Recorder(self._gna_host)
+        again = _Recorder(self._gna_host, self.gna_missing)
         again._gna_replay = {k: list(v) for k, v in self._gna_answers.items()}
         return again
 
@@ -138,6 +168,7 @@ class _Slot:
         self.check = check
         self.paths = list(paths)
         self.outcomes: Dict[Any, Outcome] = {}
+        self.missing: List[str] = []
         self.started = time.monotonic()
         self.thread = threading.Thread(
             target=self._body, args=(host, policy), name=f"check:{check.id}", daemon=True
@@ -159,13 +190,13 @@ class _Slot:
 
     def _body(self, host: Any, policy: Any) -> None:
         first, rest = self.paths[0], self.paths[1:]
-        if not rest or host is None:
+        if host is None or first is None:
             for path in self.paths:
                 self.outcomes[path] = self._once(
                     host, policy if path is None else policy_for_path(policy, path)
                 )
             return
-        recorder = _Recorder(host)
+        recorder = _Recorder(host, self.missing)
         watch = _PathWatch(policy_for_path(policy, first))
         outcome = self._once(recorder, watch)
         self.outcomes[first] = outcome
@@ -205,6 +236,8 @@ class Engine:
         main = getattr(policy, "path", None) if policy is not None else None
         paths: List[Any] = [main] + [p for p in PATHS if p != main] if main in PATHS else [None]
         results: Dict[str, CheckResult] = {}
+        # Set by the composition root on a bundle or a bare tree: how to capture what it lacks.
+        capture_hint = getattr(host, "capture_hint", None) if host is not None else None
         for wave in self._waves:
             pending: List[Tuple[_Slot, Dict[Any, Outcome]]] = []
             for check in wave:
@@ -247,7 +280,9 @@ class Engine:
                         outcomes[path] = slot.outcomes.get(path) or Outcome(
                             Status.UNKNOWN, "check produced nothing"
                         )
-                results[slot.check.id] = _result(slot.check, outcomes, paths, elapsed)
+                results[slot.check.id] = _result(
+                    slot.check, outcomes, paths, elapsed, slot.missing, capture_hint
+                )
         return [results[c.id] for c in self.checks if c.id in results]
 
     def _pre_outcome(self, check: Check, skip_set: Set[str]) -> Optional[Outcome]:
@@ -290,12 +325,30 @@ def _skip_kind(outcome: Outcome) -> Optional[str]:
     return outcome.skip or SKIP_NOT_APPLICABLE
 
 
+def _capture_fix(
+    outcome: Outcome, fix: str, missing: Sequence[str], hint: Optional[str]
+) -> str:
+    """On a bundle or a tree, a result that could not judge because a source was never
+    captured gets a fix that says so and how to capture it, not how to repair a live host."""
+    if not hint or not missing:
+        return fix
+    if outcome.status != Status.UNKNOWN and _skip_kind(outcome) != SKIP_INPUT_MISSING:
+        return fix
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return hint.format(missing=shown)
+
+
 def _result(
-    check: Check, outcomes: Dict[Any, Outcome], paths: Sequence[Any], duration: float
+    check: Check,
+    outcomes: Dict[Any, Outcome],
+    paths: Sequence[Any],
+    duration: float,
+    missing: Sequence[str] = (),
+    hint: Optional[str] = None,
 ) -> CheckResult:
     main = outcomes[paths[0]]
     summary = " ".join(main.summary.split()) or "(no summary)"
-    remediation = main.remediation or check.remediation
+    remediation = _capture_fix(main, main.remediation or check.remediation, missing, hint)
     by_path: Dict[str, PathOutcome] = {}
     for path in paths[1:]:
         other = outcomes[path]
@@ -304,7 +357,9 @@ def _result(
             by_path[path] = PathOutcome(
                 status=other.status,
                 summary=other_summary,
-                remediation=other.remediation or check.remediation,
+                remediation=_capture_fix(
+                    other, other.remediation or check.remediation, missing, hint
+                ),
                 skip=_skip_kind(other),
             )
     return CheckResult(

@@ -4,6 +4,19 @@ from typing import Any, Iterator, Optional
 
 from agent.host import Host
 
+# The fix for a fact a bundle or a bare tree does not hold: capture it, do not repair a host.
+BUNDLE_CAPTURE_HINT = (
+    "Not captured in this bundle: {missing}. Capture a new bundle on that host with "
+    "`sudo gpu-node-agent collect -o FILE.tar.gz` (root reads the kernel log, /dev/nvidia* and "
+    "NVML; the kubelet's kubeconfig gives the Node and RuntimeClasses), then run "
+    "`gpu-node-agent check --bundle FILE.tar.gz`."
+)
+TREE_CAPTURE_HINT = (
+    "Not available under --host-root: {missing} (a bare tree has files only: no commands, "
+    "kernel log, NVML or API). Run `sudo gpu-node-agent collect -o FILE.tar.gz` on that host "
+    "and check the bundle instead."
+)
+
 
 def live_host(config: Any = None, gpus: Any = None) -> Host:
     # `gpus`: a long-lived source (run keeps one NvmlClient across cycles).
@@ -31,7 +44,9 @@ def live_host(config: Any = None, gpus: Any = None) -> Host:
 def tree_host(root: str, gpus: Any = None) -> Host:
     from agent.live import TreeFacts
 
-    return Host(root, facts=TreeFacts(root), gpus=gpus, description=f"host root {root}")
+    host = Host(root, facts=TreeFacts(root), gpus=gpus, description=f"host root {root}")
+    host.capture_hint = TREE_CAPTURE_HINT  # type: ignore[attr-defined]
+    return host
 
 
 @contextmanager
@@ -42,6 +57,8 @@ def open_host(
         from agent.bundle import load_bundle
 
         loaded = load_bundle(bundle)
+        # What a result's fix says when this bundle lacks the source it needed (agent/engine.py).
+        loaded.host.capture_hint = BUNDLE_CAPTURE_HINT  # type: ignore[attr-defined]
         try:
             yield loaded.host
         finally:
