@@ -70,9 +70,20 @@ _PEM_PRIVATE = re.compile(
 _PEM_B64 = re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/=\\n]*")
 # Environment entries and shell-style assignments: FOO_TOKEN=value, AWS_SESSION_TOKEN=...
 _ENV_ASSIGN = re.compile(r"(?P<name>\b[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>[^\s\"',;&]+)")
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{6,}")
-# HTTP Basic credentials (RFC 7617): base64 of user:password, so not a plain English word.
-_BASIC = re.compile(r"\b(Basic\s+)(?=[A-Za-z0-9+/]*[0-9+/=A-Z])[A-Za-z0-9+/]{6,}={0,2}")
+# RFC 6750 bearer tokens; 12+ characters, so prose ("Bearer Tokens") is left alone.
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{12,}")
+# HTTP Basic credentials (RFC 7617): base64 of user:password, 8+ characters with a digit, a
+# symbol or a lower-to-upper hump, so not a plain word ("Basic TCP/IP", "Basic Settings").
+_BASIC = re.compile(
+    r"\b(Basic\s+)(?=[A-Za-z0-9+/]*?(?:[0-9+/=]|[a-z][A-Z]))[A-Za-z0-9+/]{8,}={0,2}"
+)
+# A line with none of these cannot hold anything the line rules replace (every secret name
+# contains one; see _SECRET_WORDS): skipped cheaply (dpkg's status file is 20,000 lines).
+_HINT = re.compile(
+    r"pass|secret|token|auth|cred|api|access|priv|sign|encrypt|ssh|key|session|cookie|bearer|"
+    r"basic|://",
+    re.IGNORECASE,
+)
 _URL_USERINFO = re.compile(r"(?P<lead>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@\"']+:)[^@\s/\"']+@")
 
 
@@ -362,6 +373,10 @@ def redact_text(text: str) -> str:
     out: List[str] = []
     i = 0
     while i < len(lines):
+        if not _HINT.search(lines[i]):
+            out.append(lines[i])
+            i += 1
+            continue
         m = _FIELD.match(lines[i])
         if m and is_secret_name(_last_key(m.group("key"))):
             new, i = _redact_field(lines, i, m)

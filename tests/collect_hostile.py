@@ -247,7 +247,8 @@ class FakeContainerd:
         if key and key[0] == "containerd" and key[-2:] == ("config", "dump"):
             return CommandResult(key, 0, dump_output())
         if key[:1] == ("nvidia-ctk",):
-            err = f"level=warning msg=\"retrying\" header=\"Authorization: Bearer {canary(19)}\"\n"
+            token = f"eyJhbGciOiJSUzI1NiJ9.{canary(19)}.c2ln"  # a JWT's shape
+            err = f"level=warning msg=\"retrying\" header=\"Authorization: Bearer {token}\"\n"
             return CommandResult(key, 0, "NVIDIA Container Toolkit CLI version 1.17.8\n", err)
         return CommandResult(key, 127, "", f"{key[0]}: not found")
 

@@ -256,8 +256,16 @@ def test_yaml_block_scalars_and_json_one_liners():
 
 
 def test_url_userinfo_and_bearer_tokens_anywhere():
-    out = redact_text("mirror https://bob:s3cr3t@r.example/v2 and Authorization: Bearer s3cr3tt0k3n\n")
-    assert out == "mirror https://bob:REDACTED@r.example/v2 and Authorization: Bearer REDACTED\n"
+    out = redact_text("mirror https://bob:s3cr3t@r.example/v2 and Authorization: Bearer s3cr3t.t0k3n\n"
+                      "header Basic dXNlcjpzM2NyM3Q= and Basic dXNlcjpwYXNz\n")
+    assert out == ("mirror https://bob:REDACTED@r.example/v2 and Authorization: Bearer REDACTED\n"
+                   "header Basic REDACTED and Basic REDACTED\n")
+
+
+def test_prose_about_basic_and_bearer_is_left_alone():
+    """dpkg's status file describes packages in English: only credential-shaped tokens go."""
+    text = " Basic TCP/IP networking system\n - Bearer Tokens\n Basic Settings\n"
+    assert redact_text(text) == text
 
 
 def test_invalid_documents_fall_back_to_line_rules():
