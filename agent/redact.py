@@ -81,7 +81,7 @@ _BASIC = re.compile(
 # contains one; see _SECRET_WORDS): skipped cheaply (dpkg's status file is 20,000 lines).
 _HINT = re.compile(
     r"pass|secret|token|auth|cred|api|access|priv|sign|encrypt|ssh|key|session|cookie|bearer|"
-    r"basic|://",
+    r"basic|://|LS0tLS1CRUdJTi",
     re.IGNORECASE,
 )
 _URL_USERINFO = re.compile(r"(?P<lead>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@\"']+:)[^@\s/\"']+@")

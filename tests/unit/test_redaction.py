@@ -210,6 +210,13 @@ def test_an_unterminated_private_key_is_redacted_to_the_end():
     assert "s3cr3t" not in out and out.startswith("a: 1\n-----BEGIN PRIVATE KEY-----")
 
 
+def test_a_base64_encoded_private_key_in_plain_text_is_redacted():
+    import base64
+
+    key = base64.b64encode(_key("pkcs8").encode()).decode()
+    assert redact_text(f"x {key} y\n") == f"x {REDACTED} y\n"
+
+
 def test_a_base64_encoded_private_key_is_redacted_and_a_certificate_kept():
     import base64
 
