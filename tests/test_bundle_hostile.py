@@ -278,3 +278,83 @@ def test_live_is_the_source_type_not_the_path(tmp_path):
         assert loaded.host.is_live is False
     finally:
         loaded.close()
+
+
+AUDITED_TAR_RUNNER = textwrap.dedent("""
+    # tests/checks/leak/run_audited.py's guard, for a .tar.gz: the extractor opens names
+    # relative to a directory descriptor (openat), which an audit hook sees without the
+    # descriptor, so a relative name is allowed only while _safe_extract (or the rmtree that
+    # removes the unpacked copy, which walks by descriptor as well) runs; listing
+    # $TMPDIR is the stale-directory clean-up. Everything else as there.
+    import io, json, os, sys, tempfile
+    from contextlib import redirect_stdout
+    archive, repo = os.path.realpath(sys.argv[1]), sys.argv[2]
+    sys.path.insert(0, repo)
+    import agent.cli, checks.registry, agent.bundle as B
+    from agent.version import version
+    version()
+    agent.cli.resolve_policy(__import__("agent.config").config.Config(), None, "dra")
+    tmp = os.path.realpath(tempfile.gettempdir())
+    allowed = [archive, os.path.join(tmp, "gna-bundle-"), os.path.realpath(sys.prefix),
+               os.path.realpath(sys.base_prefix), os.path.realpath(sys.exec_prefix),
+               os.path.join(repo, "agent"), os.path.join(repo, "checks")] + [
+               os.path.realpath(p) for p in sys.path if p and "site-packages" in p]
+    state = {"extracting": False, "relative": 0}
+    def flagged(orig):
+        def wrapped(*a, **k):
+            state["extracting"] = True
+            try:
+                return orig(*a, **k)
+            finally:
+                state["extracting"] = False
+        return wrapped
+    B._safe_extract = flagged(B._safe_extract)
+    B.shutil.rmtree = flagged(B.shutil.rmtree)  # removing the copy walks by descriptor too
+    bad = {"os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen",
+           "socket.connect", "os.fork", "pty.spawn", "ctypes.dlopen"}
+    violations = []
+    def hook(event, args):
+        if event in bad:
+            violations.append([event, repr(args)[:200]])
+            return
+        if event not in ("open", "os.listdir", "os.scandir", "glob.glob"):
+            return
+        target = args[0] if args else None
+        if isinstance(target, int) or target is None:
+            return
+        text = os.fsdecode(target)
+        if not os.path.isabs(text):
+            if state["extracting"]:
+                state["relative"] += 1
+                return
+            violations.append([event, "relative: " + text])
+            return
+        real = os.path.realpath(text)
+        if event == "os.scandir" and real == tmp:
+            return
+        if real == "/dev/null" or any(real == a or real.startswith(a.rstrip("/") + "/") or
+                                      (a.endswith("-") and real.startswith(a)) for a in allowed):
+            return
+        violations.append([event, real])
+    sys.addaudithook(hook)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rc = agent.cli.main(["check", "--bundle", archive, "--format", "json"])
+    print(json.dumps({"rc": rc, "violations": violations, "relative": state["relative"],
+                      "report": out.getvalue()}))
+""")
+
+
+def test_packed_bundle_under_an_audit_hook_reads_nothing_outside(place):
+    work, _, tmpdir = place
+    archive = work / "host-healthy.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(bundle("host-healthy"), arcname="host-healthy")
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    proc = subprocess.run([sys.executable, "-c", AUDITED_TAR_RUNNER, str(archive), str(REPO)],
+                          capture_output=True, text=True, timeout=HANG_LIMIT_S, env=env, cwd=REPO)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["violations"] == [], result["violations"][:10]
+    assert result["relative"] > 0  # the extractor did go through directory descriptors
+    assert result["rc"] in (0, 1) and json.loads(result["report"])["checks"]
+    assert os.listdir(tmpdir) == []
