@@ -116,6 +116,7 @@ def policy_citations(version: int = 1) -> Dict[str, str]:
     out: Dict[str, str] = {}
     stack: List[Tuple[int, str]] = []
     pending: List[str] = []
+    last_child: Dict[str, str] = {}  # parent key -> the latest child citation written
     key_line = re.compile(r"^(\s*)([A-Za-z0-9_-]+):(?:\s|$)")
     for line in text.splitlines():
         stripped = line.strip()
@@ -134,7 +135,14 @@ def policy_citations(version: int = 1) -> Dict[str, str]:
         stack.append((indent, key))
         dotted = ".".join(k for _, k in stack)
         parent = ".".join(k for _, k in stack[:-1])
-        out[dotted] = " ".join(pending) if pending else out.get(parent, "")
+        # No comment of its own: the previous sibling's (os.deprecated shares the support
+        # matrix's source written above os.supported), else the enclosing key's.
+        if pending:
+            out[dotted] = last_child[parent] = " ".join(pending)
+        elif parent and last_child.get(parent):
+            out[dotted] = last_child[parent]
+        else:
+            out[dotted] = out.get(parent, "")
         pending = []
     return out
 
