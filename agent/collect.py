@@ -420,8 +420,12 @@ def collect(host: Host, checks: Sequence[Check], out: str, timeout_scale: float 
     as_tar = out.endswith(".tar.gz")
     target = Path(out)
     _check_target(target, as_tar)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".gna-collect-", dir=str(target.parent)))  # 0700
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".gna-collect-", dir=str(target.parent)))  # 0700
+    except OSError as exc:  # a read-only or foreign directory: the user's choice of -o
+        raise OutputError(f"{target.parent}: cannot write the bundle there "
+                          f"({exc.strerror or exc})") from None
     resolver = Resolver(host.root)
     try:
         bundle = work / "bundle"

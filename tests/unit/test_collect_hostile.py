@@ -290,6 +290,13 @@ def test_collect_onto_an_existing_archive_or_a_link_is_refused(host_root, tmp_pa
     assert not (tmp_path / "elsewhere").exists()
 
 
+def test_an_output_directory_that_cannot_be_written_is_an_output_error(host_root, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(OutputError, match="cannot write the bundle there"):
+        collect(Host(host_root), ALL_CHECKS, str(blocker / "sub" / "b.tar.gz"))
+
+
 def test_collect_into_an_empty_directory_replaces_it_0700(host_root, tmp_path):
     target = tmp_path / "empty"
     target.mkdir(mode=0o755)
