@@ -369,3 +369,34 @@ def test_collect_on_the_live_machine_leaks_nothing(tmp_path):
     assert dump["rc"] == 0 and "REDACTED" in dump["stdout"]
     assert files["root/etc/cdi/shadow.yaml"] == b"/etc/shadow"  # the link, no content
     assert "root/etc/shadow" not in files
+
+
+def test_the_resolver_never_leaves_the_root(tmp_path):
+    """Absolute and climbing link targets resolve inside the root (chroot semantics), so a
+    file that exists only outside it is never opened, whatever the allow-list says."""
+    from agent.collect import Resolver
+
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("outside\n")
+    root = tmp_path / "root"
+    (root / "etc/cdi").mkdir(parents=True)
+    (root / "etc/cdi/real.yaml").write_text("inside\n")
+    os.symlink(str(outside), root / "etc/cdi/abs.yaml")
+    os.symlink("../../" * 12 + str(outside).lstrip("/"), root / "etc/cdi/climb.yaml")
+    os.symlink("/etc/cdi/real.yaml", root / "etc/cdi/ok.yaml")
+    os.symlink("loop.yaml", root / "etc/cdi/loop.yaml")
+    resolver = Resolver(root)
+    try:
+        for name in ("abs.yaml", "climb.yaml", "loop.yaml"):
+            with pytest.raises(OSError):
+                resolver.open(f"/etc/cdi/{name}")
+        fd, canonical = resolver.open("/etc/cdi/ok.yaml")
+        try:
+            assert canonical == "/etc/cdi/real.yaml"
+            from agent.collect import _read_fd
+
+            assert _read_fd(fd, "/etc/cdi/ok.yaml") == b"inside\n"
+        finally:
+            os.close(fd)
+    finally:
+        resolver.close()
