@@ -55,8 +55,9 @@ def parse_toml(text: str, path: str) -> Tuple[Optional[Dict[str, Any]], Optional
         return None, f"{path}: invalid TOML: {type(exc).__name__}"
 
 
-# agent/redact.py turns `password = "x"` into `password = REDACTED` in a bundle, which is no
-# longer TOML; quoting it back keeps a collected config parseable (the value is gone anyway).
+# Bundles collected before structural redaction hold `password = REDACTED` (bare, no longer
+# TOML); quoting it back keeps such a config parseable (the value is gone anyway). Current
+# bundles always hold valid TOML (docs/bundle-format.md).
 _REDACTED = re.compile(r"(?m)^(\s*[\w.\"'-]+\s*=\s*)REDACTED(,?)\s*$")
 
 
