@@ -164,7 +164,24 @@ def run_named(work: Path) -> int:
     return survivors
 
 
-def write_mutmut_config(work: Path, modules: Sequence[str]) -> None:
+def baseline_failures(work: Path) -> List[str]:
+    """Tests that fail with no mutation at all: mutmut needs a green run to map tests to
+    functions, so these are deselected (and listed; the unit tier fails on them anyway)."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPATH", None)
+    args = [a for a in PYTEST_ARGS if a != "-x"] + MUTMUT_IGNORE + ["-rf"] + MUTMUT_TESTS
+    started = time.monotonic()
+    proc = subprocess.run([_python(), "-m", "pytest", *args], cwd=work, capture_output=True,
+                          text=True, env=env, timeout=1800)
+    failing = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+?)(?: - .*)?$", proc.stdout, re.M)))
+    tail = proc.stdout.strip().splitlines()[-1:] or ["(no output)"]
+    print(f"== baseline (no mutation): {tail[0]} in {time.monotonic() - started:.0f}s")
+    for node in failing:
+        print(f"  failing without a mutation, deselected: {node}")
+    return failing
+
+
+def write_mutmut_config(work: Path, modules: Sequence[str], deselect: Sequence[str] = ()) -> None:
     sources = sorted({m.split("/")[0] for m in modules})
     tops = sorted({p.name for p in work.iterdir()} - set(sources) - {"tests", "setup.cfg",
                                                                        "pyproject.toml"})
@@ -173,6 +190,7 @@ def write_mutmut_config(work: Path, modules: Sequence[str]) -> None:
     lines += ["also_copy="] + [f"    {t}" for t in tops if not t.startswith(".")]
     lines += ["pytest_add_cli_args="] + [f"    {a}" for a in PYTEST_ARGS + MUTMUT_IGNORE
                                           if a != "-x"]
+    lines += [f"    --deselect={d}" for d in deselect]
     lines += ["pytest_add_cli_args_test_selection="] + [f"    {t}" for t in MUTMUT_TESTS]
     lines += ["use_git_change_detection=false", "timeout_multiplier=5.0"]
     (work / "setup.cfg").write_text("\n".join(lines) + "\n")
@@ -212,7 +230,7 @@ def module_of(mutant: str) -> str:
 
 def run_mutmut(work: Path, modules: Sequence[str], budget_s: float, jobs: int,
                show: int) -> Tuple[int, int, int]:
-    write_mutmut_config(work, modules)
+    write_mutmut_config(work, modules, baseline_failures(work))
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPATH", None)
     print(f"== mutmut over {len(modules)} module(s), budget {budget_s:.0f}s, {jobs} job(s)")
