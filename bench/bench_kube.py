@@ -1,6 +1,8 @@
 """API requests per hour per node at steady state with default settings, counted by the HTTPS
 API double (tests/kube_double.py) over a time-scaled run, against a naive peer measured in the
-same run (GET the Node, merge-patch the labels, patch the condition, every cycle).
+same run (GET the Node, merge-patch the labels, patch the condition, every cycle); and the
+requests and exec-plugin runs of one `check --apply` (every check skipped, so the gate is open
+and both writes are needed).
 
     python bench/bench_kube.py [--hours 3] [--fast 60] [--slow 900]
 
@@ -57,7 +59,7 @@ def agent_run(double, kc, hours, fast, slow):
     now = [1_800_000_000.0]
     cfg = Config.model_validate({"kube": {"kubeconfig": kc, "node_name": NODE}})
     pub = Publisher(cfg, clock=lambda: now[0])
-    facts = KubeFacts(cfg, clock=lambda: now[0])
+    facts = KubeFacts(cfg, clock=lambda: now[0], session=pub.session)  # as agent/hosts.py wires
     report = healthy_report()
     start, mark, walls = now[0], None, []
     next_slow = now[0]
@@ -95,6 +97,57 @@ def naive_run(double, kc, hours, fast):
     return double.log[mark:]
 
 
+def check_apply_counts(tmp):
+    """One `gpu-node-agent check --apply` in this process, exec-plugin credentials."""
+    import io
+    import os
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from agent.cli import main as cli_main
+    from checks.registry import ALL_CHECKS
+
+    double = KubeDouble(tmp).start()
+    try:
+        double.add_node(NODE)
+        double.add_runtimeclass("nvidia", "nvidia")
+        double.add_token("exec-token", f"system:node:{NODE}")
+        runs = Path(tmp) / "exec-runs"
+        plugin = Path(tmp) / "plugin.sh"
+        plugin.write_text(
+            f"#!/bin/sh\necho run >> {runs}\n"
+            "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+            "\"ExecCredential\",\"status\":{\"token\":\"exec-token\"}}'\n")
+        os.chmod(plugin, 0o755)
+        kc = Path(tmp) / "kubeconfig-exec"
+        kc.write_text(kubeconfig_yaml(double.url, double.ca.path, {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+            "interactiveMode": "Never"}}))
+        cfg = Path(tmp) / "config.yaml"
+        cfg.write_text(f"kube:\n  kubeconfig: {kc}\n  node_name: {NODE}\n"
+                       f"nfd:\n  enabled: false\n  path: {tmp}/features.d/x\n")
+        skip = ",".join(c.id for c in ALL_CHECKS if c.id != "runtimeclass-handler")
+        out = io.StringIO()
+        with redirect_stdout(out), redirect_stderr(io.StringIO()):
+            rc = cli_main(["check", "--config", str(cfg), "--apply", "--skip", skip])
+        counts = {"GET node": 0, "GET runtimeclasses": 0, "PATCH node": 0, "PATCH status": 0}
+        for e in double.log:
+            if e["path"].endswith("/runtimeclasses"):
+                counts["GET runtimeclasses"] += 1
+            elif e["method"] == "GET":
+                counts["GET node"] += 1
+            elif e["path"].endswith("/status"):
+                counts["PATCH status"] += 1
+            elif e["method"] == "PATCH":
+                counts["PATCH node"] += 1
+            else:
+                counts[f"{e['method']} {e['path']}"] = counts.get(f"{e['method']} {e['path']}",
+                                                                   0) + 1
+        execs = len(runs.read_text().splitlines()) if runs.exists() else 0
+        return rc, counts, execs
+    finally:
+        double.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hours", type=float, default=3.0)
@@ -130,6 +183,11 @@ def main():
           f"{total_p / total_a:.1f}x")
     writes = per_h["PATCH node"] + per_h["PATCH status"]
     print(f"  writes: {writes:.1f}/h, all heartbeats: {per_h['PATCH node'] == 0}")
+    with tempfile.TemporaryDirectory() as tmp:
+        rc, counts, execs = check_apply_counts(tmp)
+    print(f"one `check --apply` (exit {rc}; runtimeclass-handler runs, every other check "
+          f"skipped): " + ", ".join(f"{k} {v}" for k, v in counts.items())
+          + f", exec plugin runs {execs}")
     print(f"agent cycle wall time (facts + publish, loopback HTTPS): median "
           f"{statistics.median(walls) * 1000:.2f} ms, max {max(walls) * 1000:.1f} ms")
 
