@@ -334,3 +334,40 @@ def test_gate_lists_every_blocking_check_in_report_order():
 
 def test_severity_enum_values_are_the_json_contract():
     assert {s.value for s in Severity} == {"critical", "warning"}
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[f"kubelet-absent[{p}]" for p in PATHS])
+def test_kubelet_absent_fails_only_where_the_row_gates(tmp_path, path):
+    root = tmp_path / "root"
+    root.mkdir()
+    records = [{"argv": list(argv), "rc": 127, "stdout": "", "stderr": "not found"}
+               for argv in (KUBELET, ("/snap/k8s/current/bin/kubelet", "--version"))]
+    out = KUBELET_VERSION.run(Host(root, commands=RecordedCommands(records, "test")),
+                              _resolved(path))
+    minimum = EXPECTED_KUBELET_MINIMUM[path]
+    if minimum:
+        assert out.status == Status.FAIL
+        assert out.summary == f"kubelet not installed (the {path} path needs >= {minimum})"
+    else:
+        assert out.status == Status.SKIP
+        assert out.summary == f"kubelet not installed (not gated on the {path} path)"
+
+
+def test_kubelet_details_and_unrecognised_output(tmp_path):
+    ok = KUBELET_VERSION.run(_commands_host(tmp_path / "a", KUBELET, "Kubernetes v1.34.3\n"),
+                             _resolved("dra"))
+    assert ok.summary == "kubelet 1.34.3 >= 1.34.2"
+    assert ok.details == {"version": "1.34.3", "binary": "kubelet"}
+    low = KUBELET_VERSION.run(_commands_host(tmp_path / "b", KUBELET, "Kubernetes v1.33.5\n"),
+                              _resolved("operator-gpucluster"))
+    assert low.details == {"version": "1.33.5", "binary": "kubelet", "minimum": "1.34.2"}
+    assert low.summary == ("kubelet 1.33.5 is below 1.34.2 required for DRA on the "
+                           "operator-gpucluster path")
+    odd = KUBELET_VERSION.run(_commands_host(tmp_path / "c", KUBELET, "kubelet: weird\n"),
+                              _resolved("dra"))
+    assert odd.status == Status.UNKNOWN
+    assert odd.summary == "unrecognised `kubelet --version` output: 'kubelet: weird\\n'"
+    broken = KUBELET_VERSION.run(_commands_host(tmp_path / "d", KUBELET, "", rc=1),
+                                 _resolved("dra"))
+    assert broken.status == Status.UNKNOWN
+    assert broken.summary.startswith("cannot read the kubelet version: `kubelet --version` exited 1")
