@@ -4,6 +4,10 @@ per-GPU findings into one Outcome.
 Ownership (DESIGN.md): nvml-responsive owns NVML-level errors and gpu-count owns lost
 GPUs, so the per-GPU checks leave lost GPUs out (naming them) instead of failing again.
 A field NVML answered "not supported" for is not a fault (an H100 PCIe has no NVLink).
+
+The snapshot is input: a bundle's gpus.json may hold any JSON value in any field. Every
+value a check reads goes through the readers below, which raise :class:`SnapshotError`
+(naming the field) for a value of the wrong type; the checks turn it into `unknown`.
 """
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
@@ -11,6 +15,116 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 from checks.base import Outcome, failed, passed, skipped, unknown, warned
 
 NVML_REQUIRES = ("nvml-responsive",)
+# NVML indices, counts and counters are C unsigned ints (nvml.h); anything past 2**64 is not
+# from NVML, and str() of an integer past 4,300 digits raises on Python >= 3.11.
+INT_LIMIT = 2**64
+
+
+class SnapshotError(ValueError):
+    """A snapshot field whose value does not have its documented type; ``field`` names it
+    the way docs/gpu-snapshot.md does (``gpus[2].ecc.volatile.uncorrected``)."""
+
+    def __init__(self, field: str, expected: str, value: Any) -> None:
+        super().__init__(f"field {field} is {kind_of(value)}, expected {expected}")
+        self.field = field
+
+
+def kind_of(value: Any) -> str:
+    """A JSON value's type in words (never the value: it may be huge or a secret)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer" if -INT_LIMIT <= value <= INT_LIMIT else "an integer out of range"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+def text(value: Any, limit: int = 80) -> str:
+    """A snapshot string made safe for a summary: bounded, and encodable as UTF-8 (JSON can
+    carry a lone surrogate such as "\\ud800", which no stream can print). Non-strings are
+    described by type."""
+    if not isinstance(value, str):
+        return f"<{kind_of(value)}>"
+    return value[:limit].encode("utf-8", "replace").decode("utf-8")
+
+
+# -- typed readers: each returns the value or raises SnapshotError naming the field ------
+def sub(obj: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    """A nested object; null/absent = empty."""
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SnapshotError(f"{where}.{key}", "an object", value)
+    return value
+
+
+def opt_int(obj: Mapping[str, Any], key: str, where: str) -> Optional[int]:
+    """An integer (not a boolean) within NVML's range; null/absent = None."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > INT_LIMIT:
+        raise SnapshotError(f"{where}.{key}", "an integer", value)
+    return value
+
+
+def count(obj: Mapping[str, Any], key: str, where: str) -> int:
+    """A counter; null/absent = 0 (as the checks always read it)."""
+    value = opt_int(obj, key, where)
+    return 0 if value is None else value
+
+
+def flag(obj: Mapping[str, Any], key: str, where: str) -> Optional[bool]:
+    value = obj.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise SnapshotError(f"{where}.{key}", "a boolean", value)
+
+
+def opt_str(obj: Mapping[str, Any], key: str, where: str) -> Optional[str]:
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise SnapshotError(f"{where}.{key}", "a string", value)
+
+
+def str_list(obj: Mapping[str, Any], key: str, where: str) -> List[str]:
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SnapshotError(f"{where}.{key}", "a list of strings", value)
+    return value
+
+
+def _validate(snap: Any) -> None:
+    """The structure every GPU check relies on: a list of GPU objects, each with an integer
+    index, an optional error object, an optional errors object and a string PCI id."""
+    gpus = snap.get("gpus")
+    if gpus is None:
+        return
+    if not isinstance(gpus, list):
+        raise SnapshotError("gpus", "a list", gpus)
+    for i, gpu in enumerate(gpus):
+        where = f"gpus[{i}]"
+        if not isinstance(gpu, Mapping):
+            raise SnapshotError(where, "an object", gpu)
+        index = opt_int(gpu, "index", where)
+        if index is None or index < 0:
+            raise SnapshotError(f"{where}.index", "a non-negative integer", gpu.get("index"))
+        sub(gpu, "error", where)
+        sub(gpu, "errors", where)
+        opt_str(gpu, "pci_bus_id", where)
 
 
 def gpus_of(host: Any) -> Tuple[Optional[Mapping[str, Any]], Optional[Outcome]]:
@@ -20,16 +134,26 @@ def gpus_of(host: Any) -> Tuple[Optional[Mapping[str, Any]], Optional[Outcome]]:
     snap = host.gpus()
     if snap is None:
         return None, unknown("GPU snapshot not captured for this host (no gpus.json)")
-    if snap.get("error"):
-        kind = snap["error"].get("kind", "error")
-        return None, skipped(f"needs nvml-responsive (NVML error: {kind})",
-                             kind="needs:nvml-responsive")
+    try:
+        if not isinstance(snap, Mapping):
+            raise SnapshotError("(top level)", "an object", snap)
+        error = sub(snap, "error", "(top level)")
+        if error:
+            kind = error.get("kind", "error")
+            return None, skipped(f"needs nvml-responsive (NVML error: {text(kind)})")
+        _validate(snap)
+    except SnapshotError as exc:
+        return None, malformed(exc)
     return snap, None
+
+
+def malformed(exc: SnapshotError) -> Outcome:
+    return unknown(f"GPU snapshot malformed: {exc}", field=exc.field)
 
 
 def gpu_label(gpu: Mapping[str, Any]) -> str:
     bus = gpu.get("pci_bus_id")
-    return f"GPU {gpu.get('index')}" + (f" ({bus})" if bus else "")
+    return f"GPU {gpu.get('index')}" + (f" ({text(bus)})" if bus else "")
 
 
 @dataclass
@@ -43,6 +167,15 @@ class Findings:
     lost: List[int] = field(default_factory=list)
     checked: int = 0
     per_gpu: Dict[int, Any] = field(default_factory=dict)
+    # The GPU and field each_field yielded last, as gpus.json names them ("gpus[2]",
+    # "gpus[2].ecc"), for SnapshotError messages.
+    gpu_where: str = ""
+    where: str = ""
+
+    def malformed(self, exc: SnapshotError) -> None:
+        """A GPU whose field has the wrong shape: not checked, the check is unknown."""
+        self.checked -= 1
+        self.unreadable.append(f"malformed snapshot: {exc}")
 
     def outcome(self, ok_summary: str, what: str, remediation: Optional[str] = None,
                 warn_remediation: Optional[str] = None, **details: Any) -> Outcome:
@@ -60,33 +193,42 @@ class Findings:
         if self.checked == 0:
             if self.unsupported:
                 return skipped(f"{what} not supported on any GPU", **details)
-            return skipped(f"no readable GPU to check {what} on" + tail,
-                           kind="input-missing", **details)
+            return skipped(f"no readable GPU to check {what} on" + tail, **details)
         note = f" ({len(self.unsupported)} GPU(s) without {what})" if self.unsupported else ""
         return passed(ok_summary.format(n=self.checked) + note + tail, **details)
 
 
 def each_field(
-    snap: Mapping[str, Any], name: str, findings: Findings
+    snap: Mapping[str, Any], name: str, findings: Findings, expected: type = Mapping
 ) -> Iterator[Tuple[Mapping[str, Any], Any]]:
     """Yield (gpu, value) for every GPU whose ``name`` field NVML answered; record lost,
-    unsupported and unreadable GPUs in ``findings`` as it goes."""
-    for gpu in snap.get("gpus") or []:
-        index = gpu.get("index")
+    unsupported, unreadable and malformed GPUs in ``findings`` as it goes. ``snap`` has
+    passed ``gpus_of``; ``expected`` is the field's type (an object unless said)."""
+    for i, gpu in enumerate(snap.get("gpus") or []):
+        index = gpu["index"]
         if gpu.get("error"):
             findings.lost.append(index)
             continue
         value = gpu.get(name)
         if value is None:
-            err = (gpu.get("errors") or {}).get(name) or {}
+            err = (gpu.get("errors") or {}).get(name)
+            err = err if isinstance(err, Mapping) else {}
             if err.get("kind") == "not_supported":
                 findings.unsupported.append(index)
             else:
+                message = err.get("message")
                 findings.unreadable.append(
-                    f"{gpu_label(gpu)} {name}: {err.get('kind', 'missing')}"
-                    + (f" ({err['message']})" if err.get("message") else ""))
+                    f"{gpu_label(gpu)} {name}: {text(err.get('kind', 'missing'))}"
+                    + (f" ({text(message, 200)})" if message else ""))
+            continue
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            what = "a boolean" if expected is bool else "an object"
+            findings.unreadable.append(
+                f"malformed snapshot: {SnapshotError(f'gpus[{i}].{name}', what, value)}")
             continue
         findings.checked += 1
+        findings.gpu_where = f"gpus[{i}]"
+        findings.where = f"gpus[{i}].{name}"
         yield gpu, value
 
 

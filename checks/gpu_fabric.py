@@ -4,18 +4,32 @@ An HGX/DGX board's GPUs talk over NVSwitches; until nvidia-fabricmanager has pro
 the switches and the GPUs registered (NVML fabric state COMPLETED, status SUCCESS), CUDA
 initialisation fails on them (NVIDIA Fabric Manager User Guide, "GPU fabric registration").
 """
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from checks.base import ALL_PATHS, Check, Interval, Outcome, Severity, skipped
-from checks.gpu_common import NVML_REQUIRES, Findings, each_field, gpu_label, gpu_policy, gpus_of
+from checks.gpu_common import (
+    NVML_REQUIRES,
+    Findings,
+    SnapshotError,
+    each_field,
+    gpu_label,
+    gpu_policy,
+    gpus_of,
+    opt_str,
+    text,
+)
 
 UNIT = "nvidia-fabricmanager"
 SYSTEMCTL_ARGV = ("systemctl", "is-active", UNIT)
 
 
 def _nvswitch_on_pci(host: Any, classes: List[str]) -> int:
-    pci = host.fact("pci_devices") or []
-    return sum(1 for d in pci if str(d.get("class", "")).rjust(6, "0")[:4] in classes)
+    # host.json is input too (a bundle): entries of the wrong shape are not NVSwitches.
+    pci = host.fact("pci_devices")
+    if not isinstance(pci, list):
+        return 0
+    return sum(1 for d in pci if isinstance(d, Mapping) and isinstance(d.get("class"), str)
+               and d["class"].rjust(6, "0")[:4] in classes)
 
 
 def _fabric_manager(host: Any, policy: Any) -> Outcome:
@@ -26,21 +40,26 @@ def _fabric_manager(host: Any, policy: Any) -> Outcome:
     fp = gpu_policy(policy).fabric
     f = Findings()
     states: Dict[int, Any] = {}
-    fabric_gpus = []
+    fabric_gpus: List[Tuple[Any, Optional[str], Optional[str]]] = []
     for gpu, fabric in each_field(snap, "fabric", f):
+        try:
+            state, status = opt_str(fabric, "state", f.where), opt_str(fabric, "status", f.where)
+        except SnapshotError as exc:
+            f.malformed(exc)
+            continue
         states[gpu["index"]] = fabric
-        if fabric.get("state") != "not_supported":
-            fabric_gpus.append((gpu, fabric))
+        if state != "not_supported":
+            fabric_gpus.append((gpu, state, status))
     switches = _nvswitch_on_pci(host, list(fp.nvswitch_pci_classes))
     if not fabric_gpus and not switches:
         if f.unreadable:
             return f.outcome("", "fabric state")
         return skipped("not an NVSwitch system (no GPU reports a fabric state, no NVSwitch on PCI)")
     f.per_gpu = states
-    for gpu, fabric in fabric_gpus:
-        state, status = fabric.get("state"), fabric.get("status")
+    for gpu, state, status in fabric_gpus:
         if state not in fp.ok_states or status != "success":
-            f.failures.append(f"{gpu_label(gpu)} fabric state {state}, status {status}")
+            f.failures.append(f"{gpu_label(gpu)} fabric state {text(state or 'unknown')}, "
+                              f"status {text(status or 'unknown')}")
     service = host.run(list(SYSTEMCTL_ARGV), timeout=10)
     active = service.stdout.strip()
     if service.ok and active == "active":

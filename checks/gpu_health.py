@@ -7,7 +7,20 @@ from typing import Any, List, Set
 
 from agent.state import cleared
 from checks.base import ALL_PATHS, Check, Interval, Outcome, Severity
-from checks.gpu_common import NVML_REQUIRES, Findings, each_field, gpu_label, gpu_policy, gpus_of
+from checks.gpu_common import (
+    NVML_REQUIRES,
+    Findings,
+    SnapshotError,
+    count,
+    each_field,
+    flag,
+    gpu_label,
+    gpu_policy,
+    gpus_of,
+    opt_int,
+    str_list,
+    sub,
+)
 from checks.xid_eval import gpu_name, state_for_boot
 
 DRAIN_RESET = (
@@ -26,23 +39,30 @@ def _gpu_ecc(host: Any, policy: Any) -> Outcome:
     f = Findings()
     failing: Set[int] = set()
     for gpu, ecc in each_field(snap, "ecc", f):
-        label = gpu_label(gpu)
-        vol, agg = ecc.get("volatile") or {}, ecc.get("aggregate") or {}
-        f.per_gpu[gpu["index"]] = {"volatile": vol, "aggregate": agg,
-                                   "mode": ecc.get("mode_current")}
-        if not ecc.get("mode_current"):
+        label, where = gpu_label(gpu), f.where
+        try:
+            vol, agg = sub(ecc, "volatile", where), sub(ecc, "aggregate", where)
+            mode, pending = flag(ecc, "mode_current", where), flag(ecc, "mode_pending", where)
+            vol_unc = count(vol, "uncorrected", f"{where}.volatile")
+            agg_unc = count(agg, "uncorrected", f"{where}.aggregate")
+            agg_cor = count(agg, "corrected", f"{where}.aggregate")
+        except SnapshotError as exc:
+            f.malformed(exc)
+            continue
+        f.per_gpu[gpu["index"]] = {"volatile": vol, "aggregate": agg, "mode": mode}
+        if not mode:
             f.warnings.append(f"{label} ECC disabled")
-        elif ecc.get("mode_pending") != ecc.get("mode_current"):
+        elif pending != mode:
             f.warnings.append(f"{label} ECC mode change pending a reboot")
-        if int(vol.get("uncorrected") or 0) > ep.volatile_uncorrected_max:
+        if vol_unc > ep.volatile_uncorrected_max:
             failing.add(gpu["index"])
-            f.failures.append(f"{label} {vol['uncorrected']} volatile uncorrectable ECC error(s)")
+            f.failures.append(f"{label} {vol_unc} volatile uncorrectable ECC error(s)")
         warn_unc = ep.aggregate_uncorrected_warn_above
-        if warn_unc is not None and int(agg.get("uncorrected") or 0) > warn_unc:
-            f.warnings.append(f"{label} {agg['uncorrected']} aggregate uncorrectable ECC error(s)")
+        if warn_unc is not None and agg_unc > warn_unc:
+            f.warnings.append(f"{label} {agg_unc} aggregate uncorrectable ECC error(s)")
         warn_cor = ep.aggregate_corrected_warn_above
-        if warn_cor is not None and int(agg.get("corrected") or 0) > warn_cor:
-            f.warnings.append(f"{label} {agg['corrected']} aggregate corrected ECC error(s)")
+        if warn_cor is not None and agg_cor > warn_cor:
+            f.warnings.append(f"{label} {agg_cor} aggregate corrected ECC error(s)")
     f.failures.extend(_sticky_ecc(host, failing))
     return f.outcome(
         "no uncorrectable ECC errors on {n} GPU(s)", "ECC counters",
@@ -95,11 +115,16 @@ def _gpu_row_remap(host: Any, policy: Any) -> Outcome:
     f = Findings()
     for gpu, rows in each_field(snap, "remapped_rows", f):
         label = gpu_label(gpu)
+        try:
+            failure, pending = flag(rows, "failure", f.where), flag(rows, "pending", f.where)
+        except SnapshotError as exc:
+            f.malformed(exc)
+            continue
         f.per_gpu[gpu["index"]] = rows
-        if rows.get("failure"):
+        if failure:
             bucket = f.failures if rp.failure == "fail" else f.warnings
             bucket.append(f"{label} row remapping failed (no spare rows left)")
-        if rows.get("pending"):
+        if pending:
             bucket = f.failures if rp.pending == "fail" else f.warnings
             bucket.append(f"{label} row remap pending: needs a GPU reset")
     return f.outcome(
@@ -133,16 +158,21 @@ def _gpu_thermal(host: Any, policy: Any) -> Outcome:
     f = Findings()
     for gpu, temp in each_field(snap, "temperature", f):
         label = gpu_label(gpu)
-        now, slowdown = temp.get("gpu_c"), temp.get("slowdown_c")
+        try:
+            now, slowdown = opt_int(temp, "gpu_c", f.where), opt_int(temp, "slowdown_c", f.where)
+            events = sub(gpu, "clock_event_reasons", f.gpu_where)
+            reasons = str_list(events, "active", f"{f.gpu_where}.clock_event_reasons")
+        except SnapshotError as exc:
+            f.malformed(exc)
+            continue
         f.per_gpu[gpu["index"]] = temp
-        if isinstance(now, int) and isinstance(slowdown, int):
+        if now is not None and slowdown is not None:
             limit = slowdown - tp.slowdown_margin_c
             if now >= limit:
                 f.failures.append(f"{label} at {now} C, slowdown threshold {slowdown} C")
             elif now >= limit - tp.warn_margin_c:
                 f.warnings.append(
                     f"{label} at {now} C, within {tp.warn_margin_c} C of slowdown {slowdown} C")
-        reasons = (gpu.get("clock_event_reasons") or {}).get("active") or []
         active = [r for r in reasons if r in tp.fault_reasons]
         if active:
             f.failures.append(f"{label} clocks slowed: {', '.join(active)} active")

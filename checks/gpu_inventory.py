@@ -3,7 +3,19 @@ from typing import Any, Dict, List
 
 from checks.base import ALL_PATHS, Check, Interval, Outcome, Severity, failed, passed, warned
 from checks.driver import nvidia_gpus_on_pci
-from checks.gpu_common import NVML_REQUIRES, Findings, each_field, gpu_label, gpus_of, setting
+from checks.gpu_common import (
+    NVML_REQUIRES,
+    Findings,
+    SnapshotError,
+    each_field,
+    gpu_label,
+    gpus_of,
+    malformed,
+    opt_int,
+    opt_str,
+    setting,
+    text,
+)
 
 
 # -- gpu-count -------------------------------------------------------------------------
@@ -13,7 +25,11 @@ def _gpu_count(host: Any, policy: Any) -> Outcome:
         return early
     assert snap is not None
     gpus = snap.get("gpus") or []
-    nvml_count = int(snap.get("device_count", len(gpus)))
+    try:
+        reported = opt_int(snap, "device_count", "(top level)")
+    except SnapshotError as exc:
+        return malformed(exc)
+    nvml_count = len(gpus) if reported is None else reported
     lost = [g for g in gpus if g.get("error")]
     usable = nvml_count - len(lost)
     pci = nvidia_gpus_on_pci(host.fact("pci_devices"))
@@ -28,7 +44,8 @@ def _gpu_count(host: Any, policy: Any) -> Outcome:
     missing = [d["slot"] for d in pci or [] if str(d.get("slot", "")).lower()[-12:] not in readable]
     for gpu in lost:
         err = gpu["error"]
-        problems.append(f"{gpu_label(gpu)} not usable: {err.get('kind')} ({err.get('message')})")
+        problems.append(f"{gpu_label(gpu)} not usable: {text(err.get('kind'))} "
+                        f"({text(err.get('message'), 200)})")
     if lost and pci is not None and len(missing) == len(lost):
         problems[-1] += f"; PCI {', '.join(missing)} unreadable in NVML"
     if pci is not None and len(pci) != nvml_count:
@@ -82,7 +99,7 @@ def _driver_persistence(host: Any, policy: Any) -> Outcome:
         return early
     assert snap is not None
     f = Findings()
-    off = [gpu_label(g) for g, on in each_field(snap, "persistence_mode", f) if not on]
+    off = [gpu_label(g) for g, on in each_field(snap, "persistence_mode", f, bool) if not on]
     if off:
         f.failures.append(f"persistence mode off on {', '.join(off)}")
     return f.outcome(
@@ -117,17 +134,23 @@ def _mig_mode(host: Any, policy: Any) -> Outcome:
     enabled: List[int] = []
     for gpu, mig in each_field(snap, "mig", f):
         label = gpu_label(gpu)
+        try:
+            current, pending = opt_str(mig, "current", f.where), opt_str(mig, "pending", f.where)
+        except SnapshotError as exc:
+            f.malformed(exc)
+            continue
         f.per_gpu[gpu["index"]] = mig
-        if mig.get("current") != mig.get("pending"):
+        if current != pending:
             f.failures.append(
-                f"{label} MIG {mig.get('pending')} is pending (current {mig.get('current')}): "
+                f"{label} MIG {text(pending or 'unknown')} is pending "
+                f"(current {text(current or 'unknown')}): "
                 "takes effect at the next GPU reset")
             continue
-        if mig.get("current") == "enabled":
+        if current == "enabled":
             enabled.append(gpu["index"])
-        if strategy == "none" and mig.get("current") == "enabled":
+        if strategy == "none" and current == "enabled":
             f.failures.append(f"{label} has MIG enabled but the MIG strategy is none")
-        if strategy == "single" and mig.get("current") != "enabled":
+        if strategy == "single" and current != "enabled":
             f.failures.append(f"{label} has MIG disabled but the MIG strategy is single")
     if strategy == "single" and f.unsupported:
         gpus = ", ".join(map(str, f.unsupported))

@@ -1,8 +1,18 @@
 """GPU interconnect: gpu-pcie-link, gpu-nvlink."""
-from typing import Any, List
+from typing import Any, List, Mapping, Optional, Tuple
 
 from checks.base import ALL_PATHS, Check, Interval, Outcome, Severity, skipped
-from checks.gpu_common import NVML_REQUIRES, Findings, each_field, gpu_label, gpu_policy, gpus_of
+from checks.gpu_common import (
+    NVML_REQUIRES,
+    Findings,
+    SnapshotError,
+    each_field,
+    flag,
+    gpu_label,
+    gpu_policy,
+    gpus_of,
+    opt_int,
+)
 
 
 # -- gpu-pcie-link ---------------------------------------------------------------------
@@ -15,13 +25,19 @@ def _gpu_pcie_link(host: Any, policy: Any) -> Outcome:
     f = Findings()
     downshifted: List[int] = []
     for gpu, link in each_field(snap, "pcie", f):
+        try:
+            width, width_max = (opt_int(link, "width_current", f.where),
+                                opt_int(link, "width_max", f.where))
+            gen, gen_max = opt_int(link, "gen_current", f.where), opt_int(link, "gen_max", f.where)
+        except SnapshotError as exc:
+            f.malformed(exc)
+            continue
         f.per_gpu[gpu["index"]] = link
-        width, width_max = link.get("width_current"), link.get("width_max")
-        if isinstance(width, int) and isinstance(width_max, int) and width < width_max:
+        if width is not None and width_max is not None and width < width_max:
             bucket = f.failures if pp.width_below_max == "fail" else f.warnings
             bucket.append(f"{gpu_label(gpu)} PCIe link x{width} of x{width_max}")
         # A lower generation at idle is power management, not a fault (policy_v1.yaml).
-        if (link.get("gen_current") or 0) < (link.get("gen_max") or 0):
+        if (gen or 0) < (gen_max or 0):
             downshifted.append(gpu["index"])
     summary = "{n} GPU(s) at full PCIe link width"
     if downshifted:
@@ -56,12 +72,17 @@ def _gpu_nvlink(host: Any, policy: Any) -> Outcome:
     assert snap is not None
     f = Findings()
     for gpu, nvlink in each_field(snap, "nvlink", f):
-        links = nvlink.get("links") or []
-        if not nvlink.get("supported") or not links:
+        try:
+            links = _links(nvlink, f.where)
+            supported = flag(nvlink, "supported", f.where)
+        except SnapshotError as exc:
+            f.malformed(exc)
+            continue
+        if not supported or not links:
             f.checked -= 1
             f.unsupported.append(gpu["index"])
             continue
-        down = [link.get("link") for link in links if not link.get("active")]
+        down = [link for link, active in links if not active]
         f.per_gpu[gpu["index"]] = {"links": len(links), "down": down}
         if down:
             f.failures.append(
@@ -74,6 +95,22 @@ def _gpu_nvlink(host: Any, policy: Any) -> Outcome:
         "Check `nvidia-smi nvlink --status` and the fabric manager log; an inactive link needs "
         "a GPU reset or reboot, and a link that stays down needs the baseboard serviced.",
     )
+
+
+def _links(nvlink: Mapping[str, Any], where: str) -> List[Tuple[Optional[int], bool]]:
+    """(link number, active) for each entry of ``nvlink.links``."""
+    links = nvlink.get("links")
+    if links is None:
+        return []
+    if not isinstance(links, list):
+        raise SnapshotError(f"{where}.links", "a list", links)
+    out = []
+    for i, link in enumerate(links):
+        if not isinstance(link, Mapping):
+            raise SnapshotError(f"{where}.links[{i}]", "an object", link)
+        out.append((opt_int(link, "link", f"{where}.links[{i}]"),
+                    flag(link, "active", f"{where}.links[{i}]") is True))
+    return out
 
 
 GPU_NVLINK = Check(
