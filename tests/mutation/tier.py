@@ -105,6 +105,12 @@ def targets() -> List[str]:
 
 
 def changed_since(base: str) -> List[str]:
+    known = subprocess.run(["git", "rev-parse", "--verify", "--quiet", base + "^{commit}"],
+                           cwd=REPO, capture_output=True, text=True)
+    if known.returncode != 0:
+        print(f"== mutmut: base revision {base!r} not in this clone (shallow?): no module "
+              "selected; pass --all or a reachable --base")
+        return []
     out = subprocess.run(["git", "diff", "--name-only", base], cwd=REPO, capture_output=True,
                          text=True, check=True).stdout.split()
     return sorted(set(out) & set(targets()))
