@@ -6,6 +6,7 @@ at most one PATCH of each kind and one exec-plugin run."""
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from checks.registry import ALL_CHECKS
@@ -17,6 +18,8 @@ HEALTH = "workload.example.com/gpu-healthy"
 RECORDING = Path(__file__).resolve().parent.parent / "fixtures" / "kube-apiserver" / (
     "node-identity-exchanges-1.34.9.jsonl")
 ALL_IDS = ",".join(c.id for c in ALL_CHECKS)
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json")
+                    .read_text())
 
 
 def recorded(name):
@@ -73,6 +76,7 @@ def test_fully_written_is_0_with_one_read_two_writes_one_exec_run(setup):
     res = apply(cfg)
     assert res.rc == 0, res.out[-2000:] + res.err
     doc = res.json()
+    jsonschema.validate(doc, SCHEMA)
     assert doc["gate"]["open"] is True
     assert doc["publish"]["complete"] is True
     assert [(w["write"], w["ok"], w["code"]) for w in doc["publish"]["writes"]] == [
@@ -98,6 +102,7 @@ def test_refused_label_patch_still_writes_the_condition_and_exits_4(setup, refus
     res = apply(cfg)
     assert res.rc == 4, res.err
     doc = res.json()
+    jsonschema.validate(doc, SCHEMA)
     assert doc["publish"]["complete"] is False
     writes = {w["write"]: w for w in doc["publish"]["writes"]}
     assert (writes["node"]["ok"], writes["node"]["code"], writes["node"]["reason"]) == (
