@@ -1,7 +1,7 @@
 """One-shot `gpu-node-agent check` on a fixture host, against the interpreter's own start-up
 (the floor: `python -c pass`) measured in the same run, plus the CLI's import time.
 
-    python bench/bench_check.py [--runs 15] [--bundle tests/fixtures/bundles/host-healthy]
+    python bench/bench_check.py [--runs 15] [--bundle tests/fixtures/bundles/host-foundation-only]
 
 Prints medians and ratios; never asserts a time (figures go into the issue notes).
 """
@@ -39,7 +39,7 @@ def import_time_ms(module):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=15)
-    ap.add_argument("--bundle", default=str(REPO / "tests/fixtures/bundles/host-healthy"))
+    ap.add_argument("--bundle", default=str(REPO / "tests/fixtures/bundles/host-foundation-only"))
     args = ap.parse_args()
     floor, _ = wall([sys.executable, "-c", "pass"], args.runs)
     check, worst = wall([sys.executable, "-m", "agent.cli", "check", "--bundle", args.bundle], args.runs)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 from tests.hostile_bundles import ARCHIVES, DIRECTORIES, make_canary  # noqa: E402
 
 UNIT_CAP_KIB = 128 * 1024  # MemoryMax=128M
-NORMAL = REPO / "tests" / "fixtures" / "bundles" / "host-healthy"
+NORMAL = REPO / "tests" / "fixtures" / "bundles" / "host-foundation-only"
 
 
 def child(bundle: Path, tmpdir: Path):
@@ -99,7 +99,7 @@ def main() -> None:
         canary = make_canary(base)
         packed = work / "normal.tar.gz"
         with tarfile.open(packed, "w:gz") as tar:
-            tar.add(NORMAL, arcname="host-healthy")
+            tar.add(NORMAL, arcname="host-foundation-only")
         cases = {name: build(work, canary) for name, build in {**ARCHIVES, **DIRECTORIES}.items()}
 
         n_rss, n_wall, n_codes = measure(NORMAL, tmpdir, args.runs)

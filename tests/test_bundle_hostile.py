@@ -141,11 +141,11 @@ def test_fixture_bundle_as_tar_gz_judged_as_the_directory_is(place):
     # The extractor changes nothing for a real bundle: packed, every check has the status it
     # has when the same bundle is read as a directory.
     work, _, tmpdir = place
-    archive = work / "host-healthy.tar.gz"
+    archive = work / "host-foundation-only.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
-        tar.add(bundle("host-healthy"), arcname="host-healthy")
+        tar.add(bundle("host-foundation-only"), arcname="host-foundation-only")
     packed = _cli(["check", "--bundle", str(archive), "--format", "json"], tmpdir)
-    plain = _cli(["check", "--bundle", bundle("host-healthy"), "--format", "json"], tmpdir)
+    plain = _cli(["check", "--bundle", bundle("host-foundation-only"), "--format", "json"], tmpdir)
     assert packed.returncode == plain.returncode and packed.returncode in (0, 1), packed.stderr
 
     def statuses(out):
@@ -273,7 +273,7 @@ def test_live_is_the_source_type_not_the_path(tmp_path):
     assert Host("/", live=True).is_live is True
     with pytest.raises(ValueError):
         Host(tmp_path, live=True)
-    loaded = load_bundle(bundle("host-healthy"))
+    loaded = load_bundle(bundle("host-foundation-only"))
     try:
         assert loaded.host.is_live is False
     finally:
@@ -347,9 +347,9 @@ AUDITED_TAR_RUNNER = textwrap.dedent("""
 
 def test_packed_bundle_under_an_audit_hook_reads_nothing_outside(place):
     work, _, tmpdir = place
-    archive = work / "host-healthy.tar.gz"
+    archive = work / "host-foundation-only.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
-        tar.add(bundle("host-healthy"), arcname="host-healthy")
+        tar.add(bundle("host-foundation-only"), arcname="host-foundation-only")
     env = {**os.environ, "TMPDIR": str(tmpdir)}
     proc = subprocess.run([sys.executable, "-c", AUDITED_TAR_RUNNER, str(archive), str(REPO)],
                           capture_output=True, text=True, timeout=HANG_LIMIT_S, env=env, cwd=REPO)

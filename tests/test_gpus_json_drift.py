@@ -21,10 +21,10 @@ pytestmark = pytest.mark.integration
 
 # bundle -> (scenario, library present, client deadline). The bundles
 # tests/fixtures/make_gpu_bundles.py writes from the worker; full-healthy-* copy
-# gpu-healthy-h100's snapshot with the driver version rewritten (make_full_bundles.py).
+# gpu-h100-snapshot-only's snapshot with the driver version rewritten (make_full_bundles.py).
 WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
-    "gpu-healthy-h100": ("healthy-8xh100.json", True, None),
-    "gpu-healthy-h200": ("healthy-8xh200.json", True, None),
+    "gpu-h100-snapshot-only": ("healthy-8xh100.json", True, None),
+    "gpu-h200-snapshot-only": ("healthy-8xh200.json", True, None),
     "gpu-lost": ("gpu-lost.json", True, None),
     "gpu-ecc-uncorrectable": ("ecc-uncorrectable.json", True, None),
     "gpu-remap-pending": ("remap-pending.json", True, None),
@@ -45,7 +45,8 @@ WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
     "gpu-mig-enabled": ("mig-enabled.json", True, None),
     "gpu-ecc-sticky": ("healthy-8xh100.json", True, None),
 }
-DERIVED = {"full-healthy-device-plugin": "gpu-healthy-h100", "full-healthy-dra": "gpu-healthy-h100"}
+DERIVED = {"full-device-plugin-path": "gpu-h100-snapshot-only", "full-healthy-dra": "gpu-h100-snapshot-only",
+           "demo-ready": "gpu-h100-snapshot-only", "demo-kubelet-too-old": "gpu-h100-snapshot-only"}
 # The xid-* bundles carry a hand-written snapshot (make_xid_bundles.py), not the worker's.
 HAND_WRITTEN_PREFIX = "xid-"
 

@@ -13,7 +13,7 @@ def _checks(args):
 
 
 def test_a_bundle_without_a_kernel_log_says_how_to_capture_one():
-    xid = _checks(["check", "--bundle", str(BUNDLES / "host-healthy")])["gpu-xid"]
+    xid = _checks(["check", "--bundle", str(BUNDLES / "host-foundation-only")])["gpu-xid"]
     assert xid["status"] == "unknown"
     fix = xid["remediation"]
     assert fix.startswith("Not captured in this bundle: the kernel log")
@@ -37,7 +37,7 @@ def test_a_real_finding_keeps_its_own_fix():
 def test_a_bare_tree_says_it_reads_files_only(tmp_path):
     (tmp_path / "proc/driver/nvidia").mkdir(parents=True)
     (tmp_path / "proc/driver/nvidia/version").write_bytes(
-        (BUNDLES / "host-healthy/root/proc/driver/nvidia/version").read_bytes())
+        (BUNDLES / "host-foundation-only/root/proc/driver/nvidia/version").read_bytes())
     loaded = _checks(["check", "--host-root", str(tmp_path), "--only", "driver-loaded"])
     assert loaded["driver-loaded"]["status"] == "unknown"
     fix = loaded["driver-loaded"]["remediation"]

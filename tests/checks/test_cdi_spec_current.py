@@ -28,7 +28,7 @@ def spec_text(name):
 
 
 def test_healthy_spec_covers_all_eight_gpus():
-    out = on_bundle("cdi-healthy")
+    out = on_bundle("cdi-spec-only")
     assert out.status == "pass", out.summary
     assert out.details["covered_gpu_nodes"] == [f"/dev/nvidia{i}" for i in range(8)]
     assert out.details["driver_version"] == "999.88.77"
@@ -50,7 +50,7 @@ def test_spec_missing_one_of_eight_gpus_names_it():
 
 
 def test_expected_gpus_from_the_config_wins():
-    assert on_bundle("cdi-healthy", expected_gpus=9).status == "fail"
+    assert on_bundle("cdi-spec-only", expected_gpus=9).status == "fail"
 
 
 def test_malformed_yaml_fails_with_file_and_line_and_others_still_run():
@@ -81,7 +81,7 @@ def _write(tmp_path, rel, text):
 
 
 def test_dra_claim_specs_are_checked_for_paths_only(tmp_path):
-    healthy = yaml.safe_load(spec_text("cdi-healthy"))
+    healthy = yaml.safe_load(spec_text("cdi-spec-only"))
     claim = {"cdiVersion": "0.5.0", "kind": "k8s.gpu.nvidia.com/claim",
              "devices": [{"name": "abc-gpu-0", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}}]}
     _write(tmp_path, "var/run/cdi/k8s.gpu.nvidia.com-claim_abc.yaml", yaml.safe_dump(claim))
@@ -99,7 +99,7 @@ def test_dra_claim_specs_are_checked_for_paths_only(tmp_path):
 
 
 def test_duplicates_in_one_directory_fail(tmp_path):
-    text = spec_text("cdi-healthy")
+    text = spec_text("cdi-spec-only")
     _write(tmp_path, "etc/cdi/nvidia.yaml", text)
     _write(tmp_path, "etc/cdi/nvidia-old.yaml", text)
     _write(tmp_path, "proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  999.88.77  x\n")

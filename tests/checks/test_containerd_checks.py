@@ -59,7 +59,7 @@ def cli_results(name: str, path: str = "dra"):
     return {c["id"]: c for c in res.json()["checks"]}
 
 
-@pytest.mark.parametrize("name", ["containerd-v2-healthy", "containerd-v3-healthy"])
+@pytest.mark.parametrize("name", ["containerd-v2-config-only", "containerd-v3-config-only"])
 def test_healthy_layouts_pass_both_checks(name):
     checks = cli_results(name, "device-plugin")
     assert checks["containerd-nvidia-runtime"]["status"] == "pass"
@@ -71,7 +71,7 @@ def test_healthy_layouts_pass_both_checks(name):
 
 
 def test_v3_host_is_merged_with_2x_semantics_and_cdi_is_on_by_default():
-    out = on_bundle("containerd-v3-healthy", CONTAINERD_CDI)
+    out = on_bundle("containerd-v3-config-only", CONTAINERD_CDI)
     assert out.details["containerd_version"] == "2.1.4"
     assert out.details["enable_cdi"] is True and out.details["enable_cdi_explicit"] is False
 
@@ -204,7 +204,7 @@ def test_var_run_and_run_are_the_same_directory(tmp_path):
 def test_collect_captures_imports_and_runtime_binaries(tmp_path):
     from agent.collect import collect
 
-    loaded = load_bundle(bundle("containerd-v2-healthy"))
+    loaded = load_bundle(bundle("containerd-v2-config-only"))
     try:
         out = collect(loaded.host, [CONTAINERD_NVIDIA_RUNTIME], str(tmp_path / "b"))
     finally:

@@ -19,7 +19,7 @@ def results(name, path="dra", only=FOUNDATION):
 
 @pytest.mark.parametrize("path", ["device-plugin", "dra", "operator-clusterpolicy", "operator-gpucluster"])
 def test_healthy_host_passes_every_foundation_check_on_every_path(path):
-    rc, checks, doc = results("host-healthy", path)
+    rc, checks, doc = results("host-foundation-only", path)
     assert {cid: c["status"] for cid, c in checks.items()} == {cid: "pass" for cid in FOUNDATION.split(",")}
     assert rc == 0 and doc["gate"] == {"open": True, "blocking": []}
 
@@ -70,7 +70,7 @@ def test_unsupported_os_warns_but_does_not_close_the_gate_unless_strict():
 
 
 def test_driver_branch_details_name_the_branch_kind():
-    _, checks, _ = results("host-healthy")
+    _, checks, _ = results("host-foundation-only")
     details = checks["driver-branch"]["details"]
     assert (details["branch"], details["branch_kind"], details["flavor"]) == (580, "ltsb", "proprietary")
 
@@ -80,7 +80,7 @@ def test_eol_branch_warns_on_device_plugin_only(tmp_path):
     import shutil
 
     src = tmp_path / "b"
-    shutil.copytree(bundle("host-healthy"), src, symlinks=True)
+    shutil.copytree(bundle("host-foundation-only"), src, symlinks=True)
     version = src / "root/proc/driver/nvidia/version"
     version.write_text(version.read_text().replace("580.173.02", "570.195.03"))
     lib = src / "root/usr/lib/x86_64-linux-gnu"

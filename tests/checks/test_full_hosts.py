@@ -13,9 +13,10 @@ def _ids():
     return [c.id for c in ALL_CHECKS]
 
 
-@pytest.mark.parametrize("path", ["dra", "device-plugin"])
-def test_every_check_passes_on_a_whole_healthy_host(path):
-    res = run_cli(["check", "--bundle", bundle(f"full-healthy-{path}"), "--path", path, "--format", "json"])
+@pytest.mark.parametrize("path,name", [("dra", "full-healthy-dra"),
+                                       ("device-plugin", "full-device-plugin-path")])
+def test_every_check_passes_on_a_whole_healthy_host(path, name):
+    res = run_cli(["check", "--bundle", bundle(name), "--path", path, "--format", "json"])
     doc = res.json()
     statuses = {c["id"]: c["status"] for c in doc["checks"]}
     assert sorted(statuses) == sorted(_ids())
@@ -31,7 +32,29 @@ def test_the_same_host_is_closed_for_the_other_path():
 
 def test_removing_the_nvidia_drop_in_closes_the_device_plugin_gate(tmp_path):
     dest = tmp_path / "b"
-    shutil.copytree(bundle("full-healthy-device-plugin"), dest, symlinks=True)
+    shutil.copytree(bundle("full-device-plugin-path"), dest, symlinks=True)
     (dest / "root/etc/containerd/conf.d/99-nvidia.toml").unlink()
     res = run_cli(["check", "--bundle", str(dest), "--path", "device-plugin", "--format", "json"])
     assert res.rc == 1 and res.json()["gate"]["blocking"] == ["containerd-nvidia-runtime"]
+
+
+def test_the_demo_bundles_pass_and_fail_for_one_reason_on_the_default_path():
+    # README's first minute: no --path, no --config (the default path is dra).
+    ok = run_cli(["check", "--bundle", bundle("demo-ready"), "--format", "json"])
+    assert ok.rc == 0 and ok.json()["gate"] == {"open": True, "blocking": []}
+    bad = run_cli(["check", "--bundle", bundle("demo-kubelet-too-old"), "--format", "json"])
+    doc = bad.json()
+    assert bad.rc == 1 and doc["gate"]["blocking"] == ["kubelet-version"]
+    kubelet = next(c for c in doc["checks"] if c["id"] == "kubelet-version")
+    assert kubelet["status"] == "fail" and "1.33.5" in kubelet["summary"]
+    assert [c["id"] for c in doc["checks"] if c["status"] not in ("pass",)] == ["kubelet-version"]
+
+
+def test_every_bundle_named_healthy_or_demo_ready_passes_on_the_default_path():
+    from tests.conftest import BUNDLES
+
+    names = [p.name for p in BUNDLES.iterdir() if "healthy" in p.name or p.name == "demo-ready"]
+    assert names
+    for name in names:
+        res = run_cli(["check", "--bundle", bundle(name), "--format", "json"])
+        assert res.rc == 0, (name, res.json()["gate"])

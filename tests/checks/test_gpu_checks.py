@@ -26,7 +26,7 @@ def bus(name, index):
     return json.loads((BUNDLES / name / "gpus.json").read_text())["gpus"][index]["pci_bus_id"]
 
 
-@pytest.mark.parametrize("name", ["gpu-healthy-h100", "gpu-healthy-h200"])
+@pytest.mark.parametrize("name", ["gpu-h100-snapshot-only", "gpu-h200-snapshot-only"])
 @pytest.mark.parametrize("path", ["device-plugin", "dra", "operator-clusterpolicy", "operator-gpucluster"])
 def test_healthy_bundles_pass_every_gpu_check(name, path):
     rc, checks, doc = results(name, path)
@@ -87,14 +87,14 @@ def test_mig_strategy_from_the_config(tmp_path, strategy, status):
     config.write_text(f"gpu:\n  mig_strategy: {strategy}\n")
     _, checks, _ = results("gpu-mig-enabled", config=config)
     assert checks["mig-mode"]["status"] == status
-    _, checks, _ = results("gpu-healthy-h100", config=config)
+    _, checks, _ = results("gpu-h100-snapshot-only", config=config)
     assert checks["mig-mode"]["status"] == ("fail" if strategy == "single" else "pass")
 
 
 def test_expected_gpus_from_the_config(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("expected_gpus: 16\n")
-    _, checks, _ = results("gpu-healthy-h100", config=config)
+    _, checks, _ = results("gpu-h100-snapshot-only", config=config)
     assert checks["gpu-count"]["status"] == "fail"
     assert "8 usable GPU(s), config expects 16" in checks["gpu-count"]["summary"]
 

@@ -1,7 +1,7 @@
 """gpu-ecc made sticky (issue 5; the check's code is checks/gpu_health.py, the state and its
 clear semantics agent/state.py): an uncorrectable ECC fault the daemon recorded keeps gpu-ecc
 failing after the volatile counters read 0 again, until a reboot (new boot id), an observed
-GPU reset or `gpu-node-agent clear`. Bundles xid-ecc-sticky* are gpu-healthy-h100 (all
+GPU reset or `gpu-node-agent clear`. Bundles xid-ecc-sticky* are gpu-h100-snapshot-only (all
 counters 0) plus a state in host.json."""
 
 import pytest
@@ -19,7 +19,7 @@ def gpu_ecc(name):
 @pytest.mark.parametrize(
     "name, status, needle",
     [
-        ("gpu-healthy-h100", "pass", "no uncorrectable ECC errors"),
+        ("gpu-h100-snapshot-only", "pass", "no uncorrectable ECC errors"),
         ("xid-ecc-sticky", "fail", "GPU 3 (0000:4b:00) 2 volatile uncorrectable ECC error(s) recorded"),
         ("xid-ecc-sticky-cleared", "pass", "no uncorrectable ECC errors"),
         ("xid-ecc-sticky-old-boot", "pass", "no uncorrectable ECC errors"),

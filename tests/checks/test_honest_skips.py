@@ -99,7 +99,7 @@ def test_missing_version_file_is_a_needs_skip_naming_the_owner():
 
 
 def test_configured_skip_has_its_own_kind():
-    doc = run_cli(["check", "--bundle", str(BUNDLES / "host-healthy"), "--skip", "gpu-xid",
+    doc = run_cli(["check", "--bundle", str(BUNDLES / "host-foundation-only"), "--skip", "gpu-xid",
                    "--format", "json"]).json()
     xid = next(c for c in doc["checks"] if c["id"] == "gpu-xid")
     assert (xid["status"], xid["skip"]) == ("skip", "configured")

@@ -97,7 +97,7 @@ def test_own_merge_matches_config_dump_and_verdicts_agree(tmp_path, name, series
 def test_expected_verdicts_under_the_real_16(tmp_path):
     """The verdicts the fixtures are named for hold with containerd's own dump deciding."""
     binary = containerd_16()
-    expect = {"containerd-v2-healthy": "pass", "containerd-1x-dropin-wipes": "fail",
+    expect = {"containerd-v2-config-only": "pass", "containerd-1x-dropin-wipes": "fail",
               "containerd-nodeadm-not-imported": "fail", "containerd-malformed-toml": "fail"}
     for name, status in expect.items():
         tree = rewrite_tree(BUNDLES / name / "root", tmp_path / name)

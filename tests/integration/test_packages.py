@@ -398,7 +398,7 @@ def _checks(report: dict) -> list:
 
 
 def _host_tree(tmp_path: Path) -> Path:
-    tree = BUNDLES / "gpu-healthy-h100" / "root"
+    tree = BUNDLES / "gpu-h100-snapshot-only" / "root"
     if tree.is_dir():
         return tree
     tree = tmp_path / "tree"

@@ -46,7 +46,7 @@ def _sim_env(sim, tmp_path, scenario):
 def test_prometheus_scrapes_agent_on_simulated_8gpu_host(tmp_path, sim):
     _need("prometheus")
     env, doc = _sim_env(sim, tmp_path, "healthy-8xh100.json")
-    agent, port = start_agent(tmp_path, ["--host-root", str(BUNDLES / "host-healthy" / "root"),
+    agent, port = start_agent(tmp_path, ["--host-root", str(BUNDLES / "host-foundation-only" / "root"),
                                          "--nvml"], FAST, env=env)
     prom = None
     try:
@@ -79,7 +79,7 @@ def test_prometheus_scrapes_agent_on_simulated_8gpu_host(tmp_path, sim):
 def test_promtool_check_metrics_on_a_live_scrape(tmp_path, sim):
     _need("promtool")
     env, _ = _sim_env(sim, tmp_path, "healthy-8xh100.json")
-    agent, port = start_agent(tmp_path, ["--host-root", str(BUNDLES / "host-healthy" / "root"),
+    agent, port = start_agent(tmp_path, ["--host-root", str(BUNDLES / "host-foundation-only" / "root"),
                                          "--nvml"], FAST, env=env)
     try:
         body = http_get(f"http://127.0.0.1:{port}/metrics")
@@ -103,7 +103,7 @@ def test_tls_basic_auth_and_wrong_password(tmp_path):
     web = tmp_path / "web.yml"
     web.write_text(f"tls_server_config:\n  cert_file: {crt.name}\n  key_file: {key.name}\n"
                    f"basic_auth_users:\n  prometheus: '{hashed}'\n")
-    agent, port = start_agent(tmp_path, ["--bundle", str(BUNDLES / "host-healthy")],
+    agent, port = start_agent(tmp_path, ["--bundle", str(BUNDLES / "host-foundation-only")],
                               FAST + f"  web_config_file: {web}\n")
     prom = None
     try:

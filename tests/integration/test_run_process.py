@@ -20,7 +20,7 @@ from tests.integration.agentproc import (
 )
 
 pytestmark = pytest.mark.integration
-HEALTHY = str(BUNDLES / "host-healthy")
+HEALTHY = str(BUNDLES / "host-foundation-only")
 
 
 def _scrape(port):
@@ -128,7 +128,7 @@ def test_wedged_nvml_never_stalls_the_endpoint(tmp_path):
     env.pop("LD_PRELOAD", None)
     config = ("run:\n  fast_interval: 1\ngpu:\n  nvml_deadline_s: 1\n"
               "  nvml_first_deadline_s: 2\n")
-    agent, port = start_agent(tmp_path, ["--host-root", str(BUNDLES / "host-healthy" / "root"),
+    agent, port = start_agent(tmp_path, ["--host-root", str(BUNDLES / "host-foundation-only" / "root"),
                                          "--nvml"], config, env=env, wait_ready=False)
     try:
         # from the start and throughout the NVML hang: answers, quickly

@@ -131,7 +131,7 @@ def test_memory_deny_write_execute_with_ctypes(tmp_path, mode):
     except Exception as exc:  # SimUnavailable: the probe runs without the NVML part
         print(f"simulated NVML unavailable ({exc}); probing without the NVML worker")
     probe = Path(__file__).with_name("mdwe_probe.py")
-    res = subprocess.run([sys.executable, str(probe), mode, str(BUNDLES / "host-healthy")],
+    res = subprocess.run([sys.executable, str(probe), mode, str(BUNDLES / "host-foundation-only")],
                          capture_output=True, text=True, timeout=120, env=env, cwd=str(REPO))
     assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-1500:]
     out = res.stdout

@@ -14,7 +14,7 @@ from agent.model import Check, Interval, Severity
 from agent.sdnotify import Notifier
 from tests.integration.agentproc import BUNDLES, wait_for
 
-HEALTHY_ROOT = str(BUNDLES / "host-healthy" / "root")
+HEALTHY_ROOT = str(BUNDLES / "host-foundation-only" / "root")
 
 
 def raise_nofile(wanted: int) -> None:

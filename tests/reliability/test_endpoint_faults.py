@@ -39,7 +39,7 @@ def test_slowloris_500_idle_connections_leave_the_scraper_answered(tmp_path):
     timeout while 500 other loopback addresses hold idle or trickling connections. Before the
     fix 64 idle connections took every slot and 0 of 26 scrapes were answered."""
     raise_nofile(ATTACKERS * 2 + 256)
-    agent, port = start_agent(tmp_path, ["--bundle", str(BUNDLES / "host-healthy")],
+    agent, port = start_agent(tmp_path, ["--bundle", str(BUNDLES / "host-foundation-only")],
                               "run:\n  fast_interval: 600\n")
     stop = threading.Event()
     holders = []

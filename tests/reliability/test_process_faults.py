@@ -15,7 +15,7 @@ from tests.conftest import run_cli
 from tests.integration.agentproc import BUNDLES, http_get, start_agent, wait_for
 from tests.reliability.helpers import HEALTHY_ROOT, Running, check, make_daemon
 
-HEALTHY = str(BUNDLES / "host-healthy")
+HEALTHY = str(BUNDLES / "host-foundation-only")
 
 
 def _metrics(port):

@@ -25,7 +25,7 @@ def _meta():
 
 
 def test_recorded_command_replays_and_unrecorded_argv_is_not_recorded():
-    loaded = load_bundle(bundle("host-healthy"))
+    loaded = load_bundle(bundle("host-foundation-only"))
     try:
         res = loaded.host.run(["kubelet", "--version"])
         assert res.ok and "v1.34.2" in res.stdout

@@ -13,13 +13,13 @@ SCHEMA = json.loads((REPO / "docs/report.schema.json").read_text())
 
 
 def test_json_output_validates_against_the_documented_schema():
-    for name in ("host-healthy", "host-no-driver", "host-jetson"):
+    for name in ("host-foundation-only", "host-no-driver", "host-jetson"):
         res = run_cli(["check", "--bundle", bundle(name), "--format", "json"])
         jsonschema.validate(res.json(), SCHEMA)
 
 
 def test_schema_rejects_a_renamed_field():
-    doc = run_cli(["check", "--bundle", bundle("host-healthy"), "--format", "json"]).json()
+    doc = run_cli(["check", "--bundle", bundle("host-foundation-only"), "--format", "json"]).json()
     doc["checks"][0]["state"] = doc["checks"][0].pop("status")
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, SCHEMA)
@@ -69,7 +69,7 @@ def test_usage_errors_exit_2_with_one_line(args, needle):
 def test_malformed_config_is_one_line_naming_file_and_field(tmp_path, text, needle):
     cfg = tmp_path / "config.yaml"
     cfg.write_text(text)
-    res = run_cli(["check", "--config", str(cfg), "--bundle", bundle("host-healthy")])
+    res = run_cli(["check", "--config", str(cfg), "--bundle", bundle("host-foundation-only")])
     assert res.rc == 2, res.out
     assert str(cfg) in res.err and needle in res.err
     assert res.err.count("\n") == 1 and "Traceback" not in res.err
@@ -122,14 +122,14 @@ def test_explain_and_version():
 def test_policy_override_from_config_changes_the_verdict(tmp_path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text("policy:\n  driver:\n    allowed_branches: [535]\n")
-    res = run_cli(["check", "--config", str(cfg), "--bundle", bundle("host-healthy"),
+    res = run_cli(["check", "--config", str(cfg), "--bundle", bundle("host-foundation-only"),
                    "--only", "driver-branch", "--format", "json"])
     by_id = {c["id"]: c for c in res.json()["checks"]}
     assert by_id["driver-branch"]["status"] == "fail" and "not an allowed branch" in by_id["driver-branch"]["summary"]
 
 
 def test_host_root_reads_files_and_never_runs_commands(tmp_path):
-    src = Path(bundle("host-healthy")) / "root"
+    src = Path(bundle("host-foundation-only")) / "root"
     res = run_cli(["check", "--host-root", str(src), "--only", "os-supported,driver-loaded,kubelet-version",
                    "--format", "json"])
     by_id = {c["id"]: c for c in res.json()["checks"]}

@@ -78,7 +78,7 @@ def test_config_validate_refuses_an_invalid_web_config(tmp_path):
 def test_run_refuses_a_missing_textfile_dir_at_start(tmp_path):
     cfg = _config(tmp_path, "run:\n  textfile_dir: /nonexistent/textfile\n")
     line = _one_line_usage_error(_run(["run", "--config", cfg, "--bundle",
-                                       str(BUNDLES / "host-healthy")]))
+                                       str(BUNDLES / "host-foundation-only")]))
     assert "textfile_dir" in line
 
 

@@ -26,7 +26,7 @@ def test_every_snapshot_key_is_documented():
 
 
 def test_the_healthy_snapshot_has_every_documented_gpu_field():
-    snap = json.loads((BUNDLES / "gpu-healthy-h100" / "gpus.json").read_text())
+    snap = json.loads((BUNDLES / "gpu-h100-snapshot-only" / "gpus.json").read_text())
     assert documented("Per GPU") - {"error"} == set(snap["gpus"][0])
 
 
