@@ -19,11 +19,12 @@ Two layers, both applied by ``collect`` before anything is written:
 import base64
 import binascii
 import datetime
+import functools
 import json
 import math
 import re
 import sys
-from typing import Any, Callable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import yaml
 
@@ -427,14 +428,21 @@ def _emit_yaml(docs: Any) -> str:
     return REEMITTED_NOTE + body
 
 
+def _emit_yaml_ascii(docs: Any) -> str:
+    # PyYAML writes some characters raw under allow_unicode that YAML reads as line breaks
+    # (U+0085 NEL, U+2028): escaped, they survive.
+    body = yaml.safe_dump_all(docs, sort_keys=False, allow_unicode=False, default_flow_style=False)
+    return REEMITTED_NOTE + body
+
+
 def _emit_json(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-_FORMATS = {
-    "toml": (_parse_toml, _emit_toml),
-    "yaml": (_parse_yaml, _emit_yaml),
-    "json": (_parse_json, _emit_json),
+_FORMATS: Dict[str, Tuple[Callable[[str], Any], Tuple[Callable[[Any], str], ...]]] = {
+    "toml": (_parse_toml, (_emit_toml,)),
+    "yaml": (_parse_yaml, (_emit_yaml, _emit_yaml_ascii)),
+    "json": (_parse_json, (_emit_json,)),
 }
 
 
@@ -460,7 +468,7 @@ def redact_document(text: str, kind: str) -> str:
     fmt = _FORMATS.get(kind)
     if fmt is None:
         return redact_text(text)
-    parse, emit = fmt
+    parse, emitters = fmt
     try:
         data = parse(text)
     except (ValueError, yaml.YAMLError, RecursionError, TypeError):
@@ -471,7 +479,8 @@ def redact_document(text: str, kind: str) -> str:
     except (TooLarge, RecursionError):
         return redact_text(text)
     by_line = redact_text(text)
-    candidates: List[Callable[[], str]] = [lambda: by_line, lambda: emit(redacted)]
+    candidates: List[Callable[[], str]] = [lambda: by_line]
+    candidates += [functools.partial(emit, redacted) for emit in emitters]
     if _same(redacted, data) and by_line == text:
         return text  # nothing secret, nothing changed
     fallback: Optional[str] = None

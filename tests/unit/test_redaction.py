@@ -10,6 +10,7 @@ import yaml
 
 from agent.redact import (
     REDACTED,
+    REEMITTED_NOTE,
     emit_toml,
     is_secret_name,
     redact_command_output,
@@ -335,3 +336,79 @@ def test_a_table_under_a_secret_name_is_walked_leaf_by_leaf():
     """containerd's `auth` table: its username is kept, its password is not."""
     data = toml_after(AUTH_TABLE + '  username = "u"\n  password = "s3cr3t"\n')
     assert auth_of(data) == {"username": "u", "password": REDACTED}
+
+
+# -- property: any document, any nesting ------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_SECRET_KEYS = ["password", "Password", "auth", "identitytoken", "Authorization",
+                "aws_secret_access_key", "session", "client-key-data", "FOO_TOKEN"]
+_PLAIN_KEYS = ["username", "name", "path", "BinaryName", "runtime_type", "io.containerd.x",
+               "a b", "", "r.example", "enable_cdi"]
+# Values without the inline triggers (`=`, `://`, "Basic", "Bearer", PEM), so a plain value
+# must come back exactly; quotes, backslashes, newlines and non-ASCII are in.
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="=:"),
+                max_size=12).filter(lambda s: "asic" not in s and "earer" not in s)
+_SCALAR = st.one_of(_TEXT, st.integers(-10**6, 10**6), st.booleans())
+_KEY = st.sampled_from(_SECRET_KEYS + _PLAIN_KEYS)
+_TREE = st.recursive(
+    st.dictionaries(_KEY, st.one_of(_SCALAR, st.lists(_SCALAR, max_size=3)), max_size=4),
+    lambda inner: st.dictionaries(_KEY, st.one_of(inner, _SCALAR, st.lists(_SCALAR, max_size=3)),
+                                  max_size=4),
+    max_leaves=20,
+)
+
+
+def _expected(value, secret=False):
+    if isinstance(value, dict):
+        return {k: _expected(v, is_secret_name(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expected(v, secret) for v in value]
+    if not secret or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return value if value == "" else REDACTED
+    return 0
+
+
+def _secrets(value, secret=False):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _secrets(v, is_secret_name(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _secrets(v, secret)
+    elif secret and isinstance(value, str) and value:
+        yield value
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TREE)
+def test_any_document_redacts_to_the_expected_structure_in_every_format(data):
+    plain = "\n".join(str(v) for v in _all_plain_strings(data))
+    sources = {
+        "toml": (emit_toml(data), tomllib.loads),
+        "json": (json.dumps(data, indent=1), json.loads),
+        "yaml": (yaml.safe_dump(data, sort_keys=False), yaml.safe_load),
+    }
+    for kind, (text, parse) in sources.items():
+        out = redact_document(text, kind)
+        assert parse(out) == _expected(data), kind
+        # A secret string that is also a plain value elsewhere may stay (as that value).
+        # (and one that is a word of our own marker comment or of REDACTED).
+        leaked = [s for s in _secrets(data) if len(s) >= 4 and s in out and s not in plain
+                  and s not in REEMITTED_NOTE and s not in REDACTED]
+        assert leaked == [], kind
+
+
+def _all_plain_strings(value, secret=False):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _all_plain_strings(v, is_secret_name(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _all_plain_strings(v, secret)
+    elif not secret and isinstance(value, str):
+        yield value
