@@ -37,6 +37,9 @@ MAX_PENDING = 64 * 1024
 # kernel messages (which may carry hostnames, addresses) out of bundles.
 KEEP_MARKER = "NVRM"
 JOURNAL_ARGV = ("journalctl", "-k", "-b", "-o", "json", "--no-pager")
+# Timestamps are u64 microseconds in the kernel and journald; a larger number in a line is
+# not a timestamp (and str() of an integer past 4,300 digits raises on Python >= 3.11).
+MAX_TIMESTAMP = 2**64
 
 
 @dataclass(frozen=True)
@@ -67,9 +70,10 @@ def parse_record(head: bytes) -> Optional[KernelLine]:
     fields = prefix.split(b",")
     if len(fields) < 4:
         return None
-    try:
-        pri, seq, ts = int(fields[0]), int(fields[1]), int(fields[2])
-    except ValueError:
+    if not all(0 < len(f) <= 20 and f.isdigit() for f in fields[:3]):
+        return None  # bytes.isdigit() is ASCII only; 20 digits hold any u64
+    pri, seq, ts = int(fields[0]), int(fields[1]), int(fields[2])
+    if seq >= MAX_TIMESTAMP or ts >= MAX_TIMESTAMP:
         return None
     return KernelLine(_unescape(message.rstrip(b"\n")), ts, None, seq, pri & 7)
 
@@ -177,9 +181,23 @@ def read_device_lines(path: str = KMSG_PATH, keep: str = KEEP_MARKER) -> Tuple[L
 def _journal_message(value: Any) -> Optional[str]:
     if isinstance(value, str):
         return value
-    if isinstance(value, list) and all(isinstance(b, int) for b in value):
+    if isinstance(value, list) and all(
+        isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256 for b in value
+    ):
         return bytes(value).decode("utf-8", "replace")  # journald's form for non-UTF-8
     return None
+
+
+def _journal_int(value: Any) -> Optional[int]:
+    """journald's numeric fields are decimal strings (systemd.journal-fields(7)); anything
+    else, or a value past 2**63 (not a kernel timestamp), is None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and 0 < len(value) <= 20 and value.isascii() and value.isdigit():
+        number = int(value)
+    else:
+        return None
+    return number if 0 <= number < MAX_TIMESTAMP else None
 
 
 def parse_journal_json(
@@ -191,7 +209,7 @@ def parse_journal_json(
     for raw in text.splitlines():
         try:
             entry = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting past the C stack
             continue
         if not isinstance(entry, dict):
             continue
@@ -199,21 +217,18 @@ def parse_journal_json(
         message = _journal_message(entry.get("MESSAGE"))
         if message is None or keep not in message:
             continue
-        mono = entry.get("_SOURCE_MONOTONIC_TIMESTAMP") or entry.get("__MONOTONIC_TIMESTAMP")
-        wall = entry.get("__REALTIME_TIMESTAMP")
-        try:
-            mono_us = int(mono) if mono is not None else None
-            wall_s = int(wall) / 1e6 if wall is not None else None
-        except (TypeError, ValueError):
-            mono_us, wall_s = None, None
-        prio = entry.get("PRIORITY")
+        mono_us = _journal_int(
+            entry.get("_SOURCE_MONOTONIC_TIMESTAMP") or entry.get("__MONOTONIC_TIMESTAMP")
+        )
+        wall_us = _journal_int(entry.get("__REALTIME_TIMESTAMP"))
+        prio = _journal_int(entry.get("PRIORITY"))
         out.append(
             KernelLine(
                 message.rstrip("\n"),
                 mono_us,
-                wall_s,
+                wall_us / 1e6 if wall_us is not None else None,
                 None,
-                int(prio) if isinstance(prio, str) and prio.isdigit() else None,
+                prio & 7 if prio is not None else None,
             )
         )
     return out, cursor
@@ -238,17 +253,22 @@ def read_journal_lines(
 
 
 # -- text lines -------------------------------------------------------------------------
-_RAW_PRI = re.compile(r"^<(\d+)>")
-_MONO = re.compile(r"^\[\s*(\d+)\.(\d{1,9})\]\s?")
+# (?a): \d is [0-9] only. Python's \d also matches other scripts' digits, which a kernel
+# never prints. Lengths are bounded: seconds since boot fit in 12 digits for 31,000 years.
+_RAW_PRI = re.compile(r"(?a)^<(\d{1,4})>")
+_MONO = re.compile(r"(?a)^\[\s*(\d{1,12})\.(\d{1,9})\]\s?")
 _CTIME = re.compile(
-    r"^\[(?:[A-Z][a-z]{2} )?([A-Z][a-z]{2})\s+(\d{1,2}) (\d\d):(\d\d):(\d\d) (\d{4})\]\s?"
+    r"(?a)^\[(?:[A-Z][a-z]{2} )?([A-Z][a-z]{2})\s+(\d{1,2}) (\d\d):(\d\d):(\d\d) (\d{4})\]\s?"
 )
 _ISO = re.compile(
-    r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?)([+-]\d\d:?\d\d|Z)?\s+\S+\s+kernel:\s?"
+    r"(?a)^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)([+-]\d\d:?\d\d|Z)?"
+    r"\s+\S+\s+kernel:\s?"
 )
-_SYSLOG = re.compile(r"^([A-Z][a-z]{2})\s+(\d{1,2}) (\d\d):(\d\d):(\d\d)\s+\S+\s+kernel:\s?")
+_SYSLOG = re.compile(
+    r"(?a)^([A-Z][a-z]{2})\s+(\d{1,2}) (\d\d):(\d\d):(\d\d)\s+\S+\s+kernel:\s?"
+)
 _KERNEL_TAG = re.compile(r"^\S+\s+kernel:\s?")  # after short-monotonic's "[ ts ] "
-_KMSG = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;")
+_KMSG = re.compile(r"(?a)^(\d{1,20}),(\d{1,20}),(\d{1,20}),[^;]*;")
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
 
 
@@ -262,7 +282,11 @@ def parse_line(line: str, year: Optional[int] = None) -> KernelLine:
     line = line.rstrip("\n")
     m = _KMSG.match(line)
     if m:
-        rec = parse_record(line.encode("utf-8", "surrogateescape"))
+        try:
+            raw = line.encode("utf-8", "surrogateescape")  # bytes read with surrogateescape
+        except UnicodeEncodeError:  # a surrogate no byte maps to: not from a device
+            raw = line.encode("utf-8", "replace")
+        rec = parse_record(raw)
         if rec is not None:
             return rec
     pri = None
@@ -308,9 +332,10 @@ def _iso(stamp: str, zone: Optional[str]) -> Optional[float]:
         tz = tz[:3] + ":" + tz[3:]
     try:
         parsed = datetime.datetime.fromisoformat(f"{base}.{(frac or '0').ljust(6, '0')[:6]}{tz}")
-    except ValueError:
+        # year 1 at +14:00 is before datetime.min in UTC: OverflowError, not ValueError
+        return parsed.timestamp()
+    except (ValueError, OverflowError):
         return None
-    return parsed.timestamp()
 
 
 def parse_lines(lines: Sequence[str]) -> List[KernelLine]:

@@ -27,8 +27,13 @@ from agent.kmsg import KernelLine, parse_line
 
 _XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\):"
-    r"\s*(?P<code>\d+)(?P<rest>.*)$"
+    r"\s*(?P<code>[0-9]+)(?P<rest>.*)$"
 )
+# XID codes are small (NVIDIA's catalog ends in the low hundreds); a longer number is not an
+# XID, and int() of one past 4,300 digits raises on Python >= 3.11.
+_CODE_DIGITS = 9
+# NVML indices are unsigned ints (nvml.h).
+_INDEX_LIMIT = 2**32
 _PID = re.compile(r"pid='?([^,']*)'?")
 _NAME = re.compile(r"name=([^,]*)")
 # XID 154 reports the driver's recovery action; "to 0x0 (None)" = nothing left to do, i.e.
@@ -37,9 +42,10 @@ _RECOVERED = re.compile(r"recovery action changed from .* to 0x0 \(None\)")
 _GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9A-Fa-f:]+): (GPU-[0-9A-Fa-f-]+)")
 
 
-def pci_key(bus_id: Optional[str]) -> Optional[str]:
-    """'00000000:9B:00.0' (NVML) or 'PCI:0000:9b:00' (kernel) -> '0000:9b:00'."""
-    if not bus_id:
+def pci_key(bus_id: Any) -> Optional[str]:
+    """'00000000:9B:00.0' (NVML) or 'PCI:0000:9b:00' (kernel) -> '0000:9b:00'; None for
+    anything else (a snapshot is input: its pci_bus_id may be any JSON value)."""
+    if not bus_id or not isinstance(bus_id, str):
         return None
     text = bus_id.strip().lower()
     if text.startswith("pci:"):
@@ -74,7 +80,7 @@ class XidEvent:
 
 def parse_xid(line: KernelLine) -> Optional[XidEvent]:
     m = _XID.search(line.message)
-    if not m:
+    if not m or len(m.group("code")) > _CODE_DIGITS:
         return None
     rest = m.group("rest")
     pid, name = _PID.search(rest), _NAME.search(rest)
@@ -109,10 +115,17 @@ class GpuMap:
             self.update(snapshot)
 
     def update(self, snapshot: Optional[Mapping[str, Any]]) -> None:
-        for gpu in (snapshot or {}).get("gpus") or ():
+        gpus = snapshot.get("gpus") if isinstance(snapshot, Mapping) else None
+        for gpu in gpus if isinstance(gpus, list) else ():
             key = pci_key(gpu.get("pci_bus_id")) if isinstance(gpu, Mapping) else None
             if key:
-                self.by_pci[key] = {"index": gpu.get("index"), "uuid": gpu.get("uuid")}
+                # Only what the snapshot schema allows (docs/gpu-snapshot.md): an index that
+                # is not an NVML index or a uuid that is not text would end up in labels.
+                index, uuid = gpu.get("index"), gpu.get("uuid")
+                ok_index = (isinstance(index, int) and not isinstance(index, bool)
+                            and 0 <= index < _INDEX_LIMIT)
+                self.by_pci[key] = {"index": index if ok_index else None,
+                                    "uuid": uuid if isinstance(uuid, str) else None}
 
     def learn(self, line: KernelLine) -> None:
         m = _GPU_AT.search(line.message)
