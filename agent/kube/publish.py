@@ -232,10 +232,6 @@ class Publisher:
             return KubeSession(config.kube, self.host)
         return shared_session(config)
 
-    @property
-    def client(self) -> Any:
-        return self.session._client
-
     def close(self) -> None:
         self.session.close()
 

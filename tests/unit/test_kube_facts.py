@@ -77,3 +77,38 @@ def test_hosts_built_per_cycle_share_one_cache(api):
     assert double.counts() == {"GET": 1}
     other = with_kube_facts(Base(), config(kubeconfig=kc, node_name="gpu-host-2"))
     assert "HTTP 403" in other.fact("node")["error"]
+
+
+def test_run_shares_one_client_with_the_publisher_one_exec_run_per_credential(api, tmp_path):
+    """`run` wires the API facts (agent/hosts.py) and the publisher (agent/daemon_main.py) to
+    the same session: the exec plugin runs once per credential lifetime, not once each."""
+    import datetime
+
+    from agent.kube.facts import with_kube_facts
+    from agent.kube.publish import Publisher
+    from tests.kube_reports import report
+
+    double, _ = api
+    runs = tmp_path / "runs"
+    expiry = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+              ).strftime("%Y-%m-%dT%H:%M:%SZ")
+    plugin = tmp_path / "plugin"
+    plugin.write_text(
+        f"#!/bin/sh\necho run >> {runs}\n"
+        "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+        f"\"status\":{{\"token\":\"t\",\"expirationTimestamp\":\"{expiry}\"}}}}'\n")
+    plugin.chmod(0o755)
+    kc = tmp_path / "exec-kubeconfig"
+    kc.write_text(kubeconfig_yaml(double.url, double.ca.path, {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+        "interactiveMode": "Never"}}))
+    cfg = config(kubeconfig=str(kc), node_name=NODE, consecutive_opens=1)
+    pub = Publisher(cfg)
+    for _ in range(5):  # five cycles: the checks read the facts, then the verdict is published
+        source = with_kube_facts(Base(), cfg)
+        assert source.fact("node")["metadata"]["name"] == NODE
+        assert source.fact("runtimeclasses")["items"]
+        assert pub.publish(report()).error is None
+    assert len(runs.read_text().splitlines()) == 1
+    assert double.counts()["GET"] == 2  # the Node once, the RuntimeClasses once
+    pub.close()

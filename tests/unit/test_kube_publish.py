@@ -5,6 +5,7 @@ import json
 import pytest
 
 from agent.kube.publish import Publisher
+from agent.kube.reconcile import rfc3339
 from tests.kube_double import KubeDouble, kubeconfig_yaml
 from tests.kube_reports import config, report
 
@@ -295,3 +296,46 @@ def test_api_down_later_then_back(api):
     clock.t += 600
     assert pub.publish(report()).error is None
     assert labels(double)[HEALTH] == "true" and condition(double)["status"] == "True"
+
+
+def test_wall_clock_jumps_neither_silence_nor_flood_the_heartbeat(api):
+    """Intervals run on the monotonic clock; only the timestamps written follow the wall
+    clock. +1 day then back: the heartbeats stay 300 s apart in monotonic time."""
+    double, kc = api
+    wall, mono = Clock(), Clock(t=1000.0)
+    pub = Publisher(config(kubeconfig=kc, node_name=NODE, request_timeout=2), clock=wall,
+                    monotonic=mono, rng=lambda: 1.0)
+    beats = []
+
+    def cycle(step):
+        wall.t += step
+        mono.t += step
+        n = len(double.log)
+        pub.publish(report())
+        if any(e["path"].endswith("/status") for e in double.log[n:]):
+            beats.append(mono.t)
+
+    cycle(0)
+    for _ in range(5):
+        cycle(60)
+    wall.t += 86400  # +1 day
+    for _ in range(5):
+        cycle(60)
+    wall.t -= 86400 + 3600  # back, and an hour further
+    for _ in range(10):
+        cycle(60)
+    # 20 cycles of 60 s: one beat per 300 s, neither one at each jump nor none after it
+    assert [b - beats[0] for b in beats] == [0, 300, 600, 900, 1200]
+    assert condition(double)["lastHeartbeatTime"] == rfc3339(wall.t)  # wall time written
+
+
+def test_backoff_runs_on_the_monotonic_clock_through_a_jump_back(api):
+    double, kc = api
+    wall, mono = Clock(), Clock(t=1000.0)
+    pub = Publisher(config(kubeconfig=kc, node_name=NODE, request_timeout=2), clock=wall,
+                    monotonic=mono, rng=lambda: 1.0)
+    double.inject(503)
+    assert "HTTP 503" in pub.publish(report()).error  # next try in 5 s
+    wall.t -= 3600  # the wall clock jumps back an hour during the backoff
+    mono.t += 5
+    assert pub.publish(report()).error is None  # on schedule, not an hour later
