@@ -1,7 +1,10 @@
 """Pure parsers for the time-sync check: chronyc CSV, timedatectl, ntpq, the kernel's timex.
 
 Every parser returns a value or ``Unparsable(reason)``; none raises on any input text, so
-garbage or truncated daemon output becomes an `unknown` verdict with a clear summary.
+garbage or truncated daemon output becomes an `unknown` verdict with a clear summary
+(tests/fuzz/test_fuzz_time_sync.py holds them to it). Numbers are ASCII digits of bounded
+length: ``str.isdigit`` also accepts "²" and other scripts' digits, which ``int`` refuses or
+no daemon prints, and ``int`` of more than 4,300 digits raises on Python >= 3.11.
 """
 import math
 import re
@@ -16,6 +19,19 @@ class Unparsable:
 
 def _excerpt(text: str, limit: int = 60) -> str:
     return repr(text.strip()[:limit])
+
+
+def _clean(text: str) -> str:
+    """Text safe to print: a lone surrogate (a bundle's YAML or JSON can carry one; no
+    stream can encode it) becomes "?"."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _uint(text: str, digits: int = 9) -> Optional[int]:
+    """A non-negative decimal of at most ``digits`` ASCII digits, else None."""
+    if 0 < len(text) <= digits and text.isascii() and text.isdigit():
+        return int(text)
+    return None
 
 
 def _float(text: str) -> Optional[float]:
@@ -57,20 +73,21 @@ class ChronyTracking:
 
 
 def parse_chrony_tracking(text: str) -> Union[ChronyTracking, Unparsable]:
+    text = _clean(text)
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if len(lines) != 1:
         return Unparsable(f"expected one CSV line, got {len(lines)}: {_excerpt(text)}")
     fields = lines[0].split(",")
     if len(fields) != 14:
         return Unparsable(f"expected 14 CSV fields, got {len(fields)}: {_excerpt(text)}")
-    refid, name, stratum = fields[0], fields[1], fields[2]
-    if not re.fullmatch(r"[0-9A-Fa-f]{8}", refid) or not stratum.isdigit():
+    refid, name, stratum = fields[0], fields[1], _uint(fields[2])
+    if not re.fullmatch(r"[0-9A-Fa-f]{8}", refid) or stratum is None:
         return Unparsable(f"bad reference ID or stratum: {_excerpt(text)}")
     nums = [_float(f) for f in (fields[4], fields[10], fields[11])]
     if any(n is None for n in nums) or fields[13] not in LEAP_STATUSES:
         return Unparsable(f"bad offset, root delay/dispersion or leap status: {_excerpt(text)}")
     offset, delay, dispersion = (float(n) for n in nums if n is not None)
-    return ChronyTracking(refid.upper(), name, int(stratum), offset, delay, dispersion, fields[13])
+    return ChronyTracking(refid.upper(), name, stratum, offset, delay, dispersion, fields[13])
 
 
 @dataclass(frozen=True)
@@ -101,22 +118,24 @@ def parse_chrony_sources(text: str) -> Union[List[Source], Unparsable]:
     """`chronyc -c sources`: mode, state, name, stratum, poll, reach (octal), last rx,
     adjusted offset, measured offset, error. No sources configured = empty output."""
     sources: List[Source] = []
-    for line in text.splitlines():
+    for line in _clean(text).splitlines():
         if not line.strip():
             continue
         f = line.split(",")
         if len(f) != 10 or f[0] not in _CHRONY_MODES or f[1] not in _CHRONY_STATES:
             return Unparsable(f"unrecognised source line: {_excerpt(line)}")
-        if not re.fullmatch(r"[0-7]{1,3}", f[5]) or not f[3].isdigit():
+        stratum = _uint(f[3])
+        if not re.fullmatch(r"[0-7]{1,3}", f[5]) or stratum is None:
             return Unparsable(f"bad stratum or reach register: {_excerpt(line)}")
-        poll = f[4][1:] if f[4].startswith("-") else f[4]
-        if not poll.isdigit() or _float(f[7]) is None:
+        poll = _uint(f[4][1:] if f[4].startswith("-") else f[4], 4)
+        if poll is None or _float(f[7]) is None:
             return Unparsable(f"bad poll or offset: {_excerpt(line)}")
         reach = int(f[5], 8)
         if reach > 0o377:
             return Unparsable(f"reach register wider than 8 bits: {_excerpt(line)}")
         sources.append(
-            Source(f[2], f[0], f[1], int(f[3]), int(f[4]), reach, _float(f[7]))
+            Source(f[2], f[0], f[1], stratum, -poll if f[4].startswith("-") else poll, reach,
+                   _float(f[7]))
         )
     return sources
 
@@ -129,7 +148,7 @@ def parse_ntpq_peers(text: str) -> Union[List[Source], Unparsable]:
     """`ntpq -pn`: a header, a ==== rule, then one line per association whose first
     character is the tally code (ntpq(1), "peers": * system peer, o PPS peer, + candidate,
     - outlier, x falseticker, space rejected). Offset is in milliseconds."""
-    lines = text.splitlines()
+    lines = _clean(text).splitlines()
     start = next((i for i, ln in enumerate(lines) if _NTPQ_HEADER.match(ln)), None)
     if start is None:
         return Unparsable(f"no ntpq peers header: {_excerpt(text)}")
@@ -141,15 +160,16 @@ def parse_ntpq_peers(text: str) -> Union[List[Source], Unparsable]:
         if len(fields) < 10 or tally not in " *o+-x.#":
             return Unparsable(f"unrecognised peer line: {_excerpt(line)}")
         remote, refid, stratum, _kind, _when, poll, reach, _delay, offset = fields[:9]
-        if not stratum.isdigit() or not re.fullmatch(r"[0-7]{1,3}", reach):
+        st = _uint(stratum)
+        if st is None or not re.fullmatch(r"[0-7]{1,3}", reach):
             return Unparsable(f"bad stratum or reach register: {_excerpt(line)}")
         off_ms = _float(offset)
-        if off_ms is None or not poll.rstrip("smhd").isdigit():
+        if off_ms is None or _uint(poll.rstrip("smhd"), 12) is None:
             return Unparsable(f"bad poll or offset: {_excerpt(line)}")
         state = "*" if tally in "*o" else tally
         mode = "#" if remote.startswith("127.127.") else "^"  # 127.127.t.u = ntpd refclock
         peers.append(
-            Source(f"{remote} ({refid})", mode, state, int(stratum), 0, int(reach, 8) & 0o377,
+            Source(f"{remote} ({refid})", mode, state, st, 0, int(reach, 8) & 0o377,
                    off_ms / 1000.0)
         )
     return peers
@@ -174,7 +194,7 @@ def parse_key_values(text: str) -> Dict[str, str]:
 
 _SPAN_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0,
                "h": 3600.0, "d": 86400.0}
-_SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|min|s|h|d)")
+_SPAN_PART = re.compile(r"(?a)(\d{1,15}(?:\.\d{1,15})?)(ns|us|µs|ms|min|s|h|d)")
 
 
 def parse_timespan(text: str) -> Optional[float]:
@@ -207,7 +227,7 @@ def parse_timesync_status(text: str) -> Union[TimesyncStatus, Unparsable]:
     """`timedatectl timesync-status`: "   Key: value" lines (systemd timedatectl.c,
     print_ntp_status_info); Offset/Stratum appear only once a packet has been received."""
     fields: Dict[str, str] = {}
-    for line in text.splitlines():
+    for line in _clean(text).splitlines():
         key, sep, value = line.partition(":")
         if sep and key.strip():
             fields[key.strip()] = value.strip()
@@ -219,8 +239,7 @@ def parse_timesync_status(text: str) -> Union[TimesyncStatus, Unparsable]:
     if "Offset" in fields and offset is None:
         return Unparsable(f"bad Offset: {fields['Offset'][:40]!r}")
     return TimesyncStatus(
-        fields["Server"], fields.get("Leap", ""), int(stratum) if stratum.isdigit() else None,
-        offset, int(packets) if packets.isdigit() else None,
+        fields["Server"], fields.get("Leap", ""), _uint(stratum), offset, _uint(packets, 20),
     )
 
 
@@ -267,11 +286,14 @@ def parse_adjtimex(fact: Any) -> Union[KernelTime, Unparsable, None]:
     if not isinstance(fact, Mapping):
         return Unparsable(f"adjtimex fact is a {type(fact).__name__}, not a mapping")
     vals = [fact.get(k) for k in ("state", "status", "maxerror_us", "esterror_us")]
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+    # struct timex fields are C longs (<linux/timex.h>): a value past 64 bits is not one.
+    if not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63 for v in vals):
         return Unparsable("adjtimex fact lacks integer state/status/maxerror_us/esterror_us")
     state, status, maxerror, esterror = (int(v) for v in vals if isinstance(v, int))
     offset = fact.get("offset_ns", 0)
-    offset_s = offset / 1e9 if isinstance(offset, (int, float)) else 0.0
+    offset_s = 0.0
+    if isinstance(offset, (int, float)) and not isinstance(offset, bool) and abs(offset) < 2**63:
+        offset_s = offset / 1e9 if math.isfinite(offset) else 0.0
     name = CLOCK_STATES[state] if 0 <= state < len(CLOCK_STATES) else f"state {state}"
     return KernelTime(name, [n for bit, n in STA_BITS if status & bit], maxerror, esterror,
                       offset_s)
