@@ -75,18 +75,39 @@ def _num(value: Optional[float]) -> str:
         return "NaN"
     if isinstance(value, bool):
         return "1" if value else "0"
+    if isinstance(value, float) and math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"  # the text format's spelling
     if isinstance(value, int) or float(value).is_integer() and abs(value) < 1e15:
         return str(int(value))
     return repr(float(value))
 
 
 def _f(value: Any) -> Optional[float]:
-    """A number from the snapshot, or None (not reported by NVML for this GPU)."""
+    """A number from the snapshot, or None (not reported by NVML for this GPU, or not a
+    number a float can hold: the snapshot is input and JSON integers have no bound)."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            return None
     return None
+
+
+def _gpu_index(gpu: Any) -> Optional[int]:
+    """The NVML index (an unsigned int, nvml.h) of a snapshot GPU entry; None = not one."""
+    if not isinstance(gpu, Mapping):
+        return None
+    index = gpu.get("index")
+    if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < 2**32:
+        return index
+    return None
+
+
+def _text(value: Any) -> str:
+    """A label value from the snapshot: text only (never str() of a list or object)."""
+    return value if isinstance(value, str) else ""
 
 
 def _dig(data: Any, *keys: str) -> Any:
@@ -110,7 +131,8 @@ def render(inp: MetricsInput) -> bytes:
     _time_sync(out, results.get("time-sync"))
     _software(out, inp, results)
     _gpus(out, inp)
-    return ("\n".join(out.lines) + "\n").encode("utf-8")
+    # "replace": a lone surrogate (JSON "\ud800" in a snapshot string) has no UTF-8 form.
+    return ("\n".join(out.lines) + "\n").encode("utf-8", "replace")
 
 
 def _agent(out: _Out, inp: MetricsInput, report: Optional[Report]) -> None:
@@ -195,19 +217,20 @@ def _gpus(out: _Out, inp: MetricsInput) -> None:
     out.family("nvml_stuck_workers", "gauge",
                "NVML workers that survived SIGKILL (blocked in the driver).",
                [((), float(stats.get("stuck_workers", 0)))])
+    listed = _dig(snap, "gpus")
     gpus: List[Mapping[str, Any]] = [
-        g for g in (_dig(snap, "gpus") or []) if isinstance(g, Mapping) and "index" in g
+        g for g in (listed if isinstance(listed, list) else []) if _gpu_index(g) is not None
     ]
     if snap is not None and not err:
         out.family("gpus", "gauge", "GPUs NVML reports.", [((), float(len(gpus)))])
-    idx = [(g, (("gpu", str(g["index"])),)) for g in gpus]
+    idx = [(g, (("gpu", str(_gpu_index(g))),)) for g in gpus]
 
     def per(name: str, mtype: str, help_text: str, fn: Any) -> None:
         out.family(name, mtype, help_text, ((lab, fn(g)) for g, lab in idx))
 
     out.family("gpu_info", "gauge", "Identity of each GPU; always 1.", (
-        (lab + (("uuid", str(g.get("uuid") or "")), ("name", str(g.get("name") or "")),
-                ("pci_bus_id", str(g.get("pci_bus_id") or ""))), 1.0) for g, lab in idx))
+        (lab + (("uuid", _text(g.get("uuid"))), ("name", _text(g.get("name"))),
+                ("pci_bus_id", _text(g.get("pci_bus_id")))), 1.0) for g, lab in idx))
     per("gpu_responding", "gauge", "1 when NVML answered for the GPU without a GPU-level error.",
         lambda g: 0.0 if g.get("error") else 1.0)
     per("gpu_memory_total_bytes", "gauge", "Total framebuffer memory.",
@@ -252,7 +275,7 @@ def _gpus(out: _Out, inp: MetricsInput) -> None:
         for state in ("current", "pending")))
     out.family("gpu_xid_errors_total", "counter",
                "XID errors since boot by GPU index and XID code (kernel log and NVML events).", (
-                   ((("gpu", str(gpu)), ("xid", str(code))), float(n))
+                   ((("gpu", _key_text(gpu)), ("xid", _key_text(code))), _f(n))
                    for (gpu, code), n in sorted(inp.xid_counts.items(), key=_xid_key)))
 
 
@@ -273,9 +296,24 @@ def _mig(g: Mapping[str, Any], state: str) -> Optional[float]:
     return float(value == "enabled") if isinstance(value, str) else None
 
 
+def _key_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and abs(value) < 2**64:
+        return str(value)
+    return ""
+
+
+def _numeric(text: str) -> int:
+    """Sort key: numbers in numeric order ("7" < "12"); anything that is not a short ASCII
+    number sorts as 0, then by text. isdigit() alone would accept "²", which int() refuses."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else 0
+
+
 def _xid_key(item: Tuple[Tuple[str, str], int]) -> Tuple[Any, ...]:
     (gpu, code), _ = item
-    return (str(gpu).isdigit() and int(gpu), str(gpu), str(code).isdigit() and int(code), str(code))
+    g, c = _key_text(gpu), _key_text(code)
+    return (_numeric(g), g, _numeric(c), c)
 
 
 def write_textfile(directory: str, body: bytes, name: str = "gpu_node_agent.prom") -> str:
