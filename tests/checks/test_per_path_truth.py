@@ -1,13 +1,17 @@
 """Per-path truth: the `gates` a report carries for every path, in the JSON and in the metric
 gpu_node_agent_gate_open{path}, are what `check --path P` alone decides, for every fixture
 host and all four allocation paths (five evaluations per fixture, compared)."""
+import json
 import re
 import time
 
+import jsonschema
 import pytest
 
 from agent.model import PATHS
-from tests.conftest import BUNDLES, run_cli
+from tests.conftest import BUNDLES, REPO, run_cli
+
+SCHEMA = json.loads((REPO / "docs/report.schema.json").read_text())
 
 FIXTURES = sorted(p.name for p in BUNDLES.iterdir() if (p / "bundle.yaml").is_file())
 _GATE_METRIC = re.compile(r'^gpu_node_agent_gate_open\{path="([^"]+)"\} (\S+)$', re.M)
@@ -52,6 +56,7 @@ def test_every_fixture_is_walked():
 @pytest.mark.parametrize("name", FIXTURES)
 def test_each_paths_gate_is_what_that_path_alone_decides(name):
     default = run_cli(["check", "--bundle", str(BUNDLES / name), "--format", "json"]).json()
+    jsonschema.validate(default, SCHEMA)  # skip kinds and by_path as documented
     assert set(default["gates"]) == set(PATHS)
     metric = _metric_gates(name)
     assert set(metric) == set(PATHS)
