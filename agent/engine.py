@@ -116,6 +116,8 @@ class _Recorder:
         self._gna_host = host
         self._gna_answers: Dict[Tuple[str, ...], List[Any]] = {}
         self._gna_replay: Optional[Dict[Tuple[str, ...], List[Any]]] = None
+        # Live facts as the first evaluation saw them (an API read, a sysfs walk): replayed.
+        self._gna_facts: Dict[str, Any] = {}
         self.gna_missing: List[str] = missing if missing is not None else []
 
     def __getattr__(self, name: str) -> Any:
@@ -150,7 +152,10 @@ class _Recorder:
         return snap
 
     def fact(self, name: str) -> Any:
-        value = self._gna_host.fact(name)
+        if name in self._gna_facts:
+            value = self._gna_facts[name]
+        else:
+            value = self._gna_facts[name] = self._gna_host.fact(name)
         if value is None:
             self._gna_note(f"the {name} fact")
         return value
@@ -158,6 +163,7 @@ class _Recorder:
     def replaying(self) -> "_Recorder":
         again = _Recorder(self._gna_host, self.gna_missing)
         again._gna_replay = {k: list(v) for k, v in self._gna_answers.items()}
+        again._gna_facts = dict(self._gna_facts)
         return again
 
 

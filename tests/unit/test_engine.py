@@ -3,7 +3,7 @@ import threading
 import time
 
 from agent.engine import Engine
-from agent.model import ALL_PATHS, Check, Interval, Severity, Status, failed, passed
+from agent.model import ALL_PATHS, Check, Interval, Severity, Status, failed, passed, unknown
 from agent.report import build_report
 
 
@@ -76,3 +76,107 @@ def test_gate_counts_critical_fail_and_unknown_and_strict_counts_warn():
     strict = build_report(results, "dra", True, "h", 0.0, "v")
     assert strict.gate.blocking == ("crit", "warnonly")
     assert set(report.gates) == set(ALL_PATHS)
+
+
+# -- per-path evaluation ------------------------------------------------------------------
+class _Policy:
+    """The shape the engine needs: a `path` (as checks.policy.ResolvedPolicy has)."""
+
+    def __init__(self, path):
+        self.path = path
+
+
+class _Host:
+    def __init__(self):
+        self.runs = []
+        self.facts = []
+
+    def run(self, argv, timeout=10.0):
+        from agent.host import CommandResult
+
+        self.runs.append(tuple(argv))
+        return CommandResult(tuple(argv), 0, f"answer {len(self.runs)}")
+
+    def fact(self, name):
+        self.facts.append(name)
+        return {"n": len(self.facts)}
+
+    def kmsg(self):
+        return []
+
+    def gpus(self):
+        return {}
+
+
+def test_a_check_that_reads_the_path_is_judged_on_every_path_with_the_same_host_answers():
+    seen = []
+
+    def minimum(host, policy):
+        out = host.run(["tool", "--version"]).stdout
+        fact = host.fact("node")["n"]
+        seen.append((policy.path, out, fact))
+        return failed("too old") if policy.path == "operator-gpucluster" else passed("ok")
+
+    host = _Host()
+    (res,) = Engine([make("m", minimum)]).run(host, _Policy("dra"))
+    assert res.status == Status.PASS
+    assert set(res.by_path) == {"operator-gpucluster"}
+    assert res.by_path["operator-gpucluster"].status == Status.FAIL
+    assert res.status_on("operator-gpucluster") == Status.FAIL and res.status_on("dra") == Status.PASS
+    # Four evaluations, one per path, but the command ran and the fact was read once.
+    assert sorted(p for p, _, _ in seen) == sorted(ALL_PATHS)
+    assert {(o, f) for _, o, f in seen} == {("answer 1", 1)}
+    assert host.runs == [("tool", "--version")] and host.facts == ["node"]
+    report = build_report([res], "dra", False, "h", 0.0, "v")
+    assert report.gate.open and report.gates["operator-gpucluster"].blocking == ("m",)
+
+
+def test_a_check_that_never_reads_the_path_runs_once():
+    calls = []
+    Engine([make("x", lambda h, p: calls.append(1) or passed("same"))]).run(_Host(), _Policy("dra"))
+    assert calls == [1]
+
+
+def test_requirements_are_resolved_per_path():
+    def base(host, policy):
+        return failed("no") if policy.path == "device-plugin" else passed("yes")
+
+    engine = Engine([make("base", base), make("dep", lambda h, p: passed("ran"), requires=("base",))])
+    res = {r.id: r for r in engine.run(_Host(), _Policy("dra"))}
+    assert res["dep"].status == Status.PASS
+    other = res["dep"].by_path["device-plugin"]
+    assert (other.status, other.skip) == (Status.SKIP, "needs:base")
+    report = build_report(list(res.values()), "dra", False, "h", 0.0, "v")
+    assert report.gates["device-plugin"].blocking == ("base",)
+
+
+def test_skip_kinds_from_the_engine():
+    engine = Engine([make("base", lambda h, p: failed("no")),
+                     make("dep", lambda h, p: passed("never"), requires=("base",)),
+                     make("cfg", lambda h, p: passed("never"))])
+    res = {r.id: r for r in engine.run(_Host(), _Policy("dra"), skip=["cfg"])}
+    assert res["dep"].skip == "needs:base" and res["cfg"].skip == "configured"
+    assert res["base"].skip is None
+
+
+def test_a_source_never_captured_gets_the_capture_fix_only_when_it_could_not_judge():
+    from agent.host import CommandResult
+
+    class Bundle(_Host):
+        capture_hint = "Not captured in this bundle: {missing}. Capture it."
+
+        def run(self, argv, timeout=10.0):
+            return CommandResult(tuple(argv), -1, "", "", not_recorded=True)
+
+    def blind(host, policy):
+        host.run(["chronyc", "tracking"])
+        return unknown("could not tell")
+
+    def found(host, policy):
+        host.run(["chronyc", "tracking"])
+        return failed("saw a real problem", "repair it")
+
+    res = {r.id: r for r in Engine([make("blind", blind), make("found", found)]).run(
+        Bundle(), _Policy("dra"))}
+    assert res["blind"].remediation == "Not captured in this bundle: `chronyc tracking`. Capture it."
+    assert res["found"].remediation == "repair it"
