@@ -12,7 +12,7 @@ from agent.daemon_util import Clock
 from agent.logs import setup
 from agent.model import Check, Interval, Severity
 from agent.sdnotify import Notifier
-from tests.integration.agentproc import BUNDLES, wait_for
+from tests.integration.agentproc import BUNDLES
 
 HEALTHY_ROOT = str(BUNDLES / "host-foundation-only" / "root")
 

@@ -90,11 +90,10 @@ def _tmpfs(path: Path, size: str = "64k", read_only: bool = False):
 
 def _fill(directory: Path) -> None:
     """Fill the filesystem until ENOSPC (bounded: the tmpfs is 64 KiB)."""
-    with open(directory / "filler", "wb") as fh:
-        with contextlib.suppress(OSError):
-            for _ in range(1024):
-                fh.write(b"\0" * 4096)
-                fh.flush()
+    with open(directory / "filler", "wb") as fh, contextlib.suppress(OSError):
+        for _ in range(1024):
+            fh.write(b"\0" * 4096)
+            fh.flush()
 
 
 def test_corrupt_state_is_a_warning_a_fresh_start_and_clear_works(tmp_path, caplog):
