@@ -371,3 +371,13 @@ def test_kubelet_details_and_unrecognised_output(tmp_path):
                                  _resolved("dra"))
     assert broken.status == Status.UNKNOWN
     assert broken.summary.startswith("cannot read the kubelet version: `kubelet --version` exited 1")
+
+
+def test_kubelet_not_gated_details_and_long_output_cut_at_60(tmp_path):
+    free = KUBELET_VERSION.run(_commands_host(tmp_path / "a", KUBELET, "Kubernetes v1.30.1\n"),
+                               _resolved("device-plugin"))
+    assert free.summary == "kubelet 1.30.1 (not gated on the device-plugin path)"
+    assert free.details == {"version": "1.30.1", "binary": "kubelet"}
+    noise = "x" * 70
+    odd = KUBELET_VERSION.run(_commands_host(tmp_path / "b", KUBELET, noise), _resolved("dra"))
+    assert odd.summary == f"unrecognised `kubelet --version` output: {'x' * 60!r}"

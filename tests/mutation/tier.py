@@ -89,6 +89,10 @@ NAMED: Tuple[Tuple[str, str, str, str, Tuple[str, ...]], ...] = (
      "                section[name] = copy.deepcopy(sub) if name not in section else "
      "{**section[name], **copy.deepcopy(sub)}\n",
      ("tests/test_safety_guards.py",)),
+    ("collect records command output unredacted", "agent/collect.py",
+     'rec["stdout"] = redact_command_output(rec["argv"], rec["stdout"])',
+     'rec["stdout"] = rec["stdout"]',
+     ("tests/unit/test_redaction.py",)),
     ("unreadable boot id drops sticky faults", "checks/xid_eval.py",
      'if sticky.get("boot_id") is not None and boot_id is not None and sticky["boot_id"] != boot_id:',
      'if sticky.get("boot_id") != boot_id:',
