@@ -8,7 +8,12 @@
    authorizer uses, so it is the name the node may write);
 5. the hostname, lowercased as the kubelet does (k8s.io/component-helpers nodeutil.GetHostname).
 
-All reads go through the Host seam, so a fixture tree exercises every branch.
+All reads go through the Host seam, so a fixture tree exercises every branch. Every file is
+input (a bundle, a hand-edited host): the lookup never raises on one. A name is what the
+kubelet would register: trimmed and lowercased (nodeutil.GetHostname), and it must be a Node
+name the API server accepts (an RFC 1123 DNS subdomain, apimachinery's
+IsDNS1123Subdomain); the first source that names the node decides, so an invalid name
+there is reported, not passed over for a lower-priority guess.
 """
 
 import re
@@ -43,6 +48,20 @@ KUBELET_CLIENT_CERTS = (
 )
 _OVERRIDE = re.compile(r"--hostname-override(?:=|\s+)(\S+)")
 _NODE_CN = "system:node:"
+# k8s.io/apimachinery/pkg/util/validation: DNS1123SubdomainMaxLength 253, labels of
+# [a-z0-9]([-a-z0-9]*[a-z0-9])? joined by dots.
+_DNS_SUBDOMAIN = re.compile(
+    r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*"
+)
+
+
+def node_name_problem(name: str) -> Optional[str]:
+    """Why ``name`` cannot be a Node's name, or None when it can."""
+    if len(name) > 253:
+        return "longer than 253 characters"
+    if not name.isascii() or not _DNS_SUBDOMAIN.fullmatch(name):
+        return "not a DNS subdomain (lowercase letters, digits, '-' and '.')"
+    return None
 
 
 def _nodeadm_name(text: str) -> Optional[str]:
@@ -57,8 +76,9 @@ def _nodeadm_name(text: str) -> Optional[str]:
             spec = doc.get("spec")
             hybrid = (spec.get("hybrid") if isinstance(spec, dict) else None) or {}
             name = hybrid.get("nodeName") if isinstance(hybrid, dict) else None
-            if name:
-                return str(name).strip()
+            # nodeName is a string in NodeConfig; a list or mapping there names no node.
+            if isinstance(name, str) and name.strip():
+                return name.strip()
     return None
 
 
@@ -90,6 +110,15 @@ def _cert_name(pem: Optional[bytes]) -> Optional[str]:
     return None
 
 
+def _checked(name: str, source: str) -> Tuple[Optional[str], str]:
+    name = name.strip().lower()
+    problem = node_name_problem(name)
+    if problem:
+        shown = name[:64].encode("ascii", "backslashreplace").decode("ascii")
+        return None, f"{source} names {shown!r}, {problem}: set kube.node_name in the config"
+    return name, source
+
+
 def resolve_node_name(
     host: Any,
     configured: Optional[str] = None,
@@ -109,12 +138,12 @@ def resolve_node_name(
             name = _nodeadm_name(text) if text else None
             found = (name, file) if name else found
         if found:
-            return found[0], f"nodeadm NodeConfig spec.hybrid.nodeName ({found[1]})"
+            return _checked(found[0], f"nodeadm NodeConfig spec.hybrid.nodeName ({found[1]})")
     for path in args_files:
         text = host.read_text_or_none(path)
         name = hostname_override(text) if text else None
         if name:
-            return name, f"kubelet --hostname-override ({path})"
+            return _checked(name, f"kubelet --hostname-override ({path})")
     for path in cert_paths:
         try:
             pem: Optional[bytes] = host.read_bytes(path)
@@ -122,10 +151,10 @@ def resolve_node_name(
             pem = None
         name = _cert_name(pem)
         if name:
-            return name, f"kubelet client certificate CN ({path})"
+            return _checked(name, f"kubelet client certificate CN ({path})")
     hostname = host.hostname()
-    if hostname:
-        return hostname.lower(), "hostname"
+    if hostname and hostname.strip():
+        return _checked(hostname, "hostname")
     return None, "no node name: set kube.node_name in the config"
 
 
