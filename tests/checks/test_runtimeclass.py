@@ -72,7 +72,7 @@ def test_check_shows_what_it_would_write_against_the_captured_node():
     assert res.rc == 1
     assert "node: mi-0123456789abcdef0 (from the Node captured in the bundle)" in res.out
     assert "workload.example.com/gpu-healthy=false" in res.out
-    assert "condition: GPUReady=False reason=runtimeclass-handler" in res.out
+    assert "condition: GPUReady=False reason=CheckFailed: runtimeclass-handler fail: " in res.out
     assert "not applied: use --apply" in res.out
 
 
