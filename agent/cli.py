@@ -130,7 +130,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         report = build_report(
             results, path, args.strict, host.description, time.time(), version()
         )
-        kube_lines = _kube_verdict(args, config, report, host)  # issue 8: labels, condition
+        kube_lines = _kube_verdict(args, config, report, host)  # labels, condition
         if kube_lines is not None:
             report = dataclasses.replace(report, context={**report.context, "kube": kube_lines[1]})
     # `--apply`: each write attempted and its answer (docs/json-output.md `publish`)

@@ -1,7 +1,7 @@
 """A small Kubernetes API client on `requests`: the few calls the agent makes.
 
 Every request has a timeout. Errors are classified so the publisher can back off correctly
-(DESIGN.md "Verdict to the cluster"): 401 refreshes credentials and retries once; 403 is
+(docs/kubernetes.md "Faults"): 401 refreshes credentials and retries once; 403 is
 reported with the server's message and never hot-retried; 409 means re-read and re-apply;
 429 carries Retry-After; 5xx, TLS, connection errors and exec-plugin failures are
 `Unreachable`. Nothing here logs a header, a token or a key.

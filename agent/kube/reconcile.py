@@ -1,7 +1,7 @@
 """Desired state from the Report, actual state from the Node, and the patches between them.
 
-Pure: no I/O, no clock (``now`` is an argument). The rules (DESIGN.md "Verdict to the
-cluster", docs/kubernetes.md):
+Pure: no I/O, no clock (``now`` is an argument). The rules (docs/kubernetes.md "What is
+written, and when"):
 
 - allocation label: set once the gate has been open for N consecutive runs; kept on a later
   health failure (removing it makes the device-plugin/DRA DaemonSet leave the node while

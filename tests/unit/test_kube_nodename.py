@@ -1,5 +1,5 @@
-"""Node name resolution order on fixture trees (DESIGN.md: config, nodeadm NodeConfig,
-kubelet --hostname-override, kubelet client certificate CN, hostname)."""
+"""Node name resolution order on fixture trees (docs/kubernetes.md "Node name": config,
+nodeadm NodeConfig, kubelet --hostname-override, kubelet client certificate CN, hostname)."""
 import pytest
 
 from agent.host import Host
