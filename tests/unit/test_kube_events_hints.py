@@ -133,3 +133,24 @@ def test_not_registered_yet_with_a_certificate(api, tmp_path):
     res = publisher(kc, Clock(), node_name="gpu-host-3").publish(report())
     assert res.error is None
     assert res.waiting.startswith("Node 'gpu-host-3' is not registered yet")
+
+
+def test_401_for_a_certificate_from_an_untrusted_ca_names_the_certificate(tmp_path):
+    from tests.kube_certs import CA
+
+    (tmp_path / "rogue").mkdir()
+    rogue = CA(str(tmp_path / "rogue"), name="rogue-ca")
+    double = KubeDouble(str(tmp_path))
+    double.tls_accept_ca(rogue.path)  # TLS completes, as on the real server; then 401
+    double.start()
+    try:
+        double.add_node(NODE)
+        cert, key, _, _ = rogue.issue(f"system:node:{NODE}", org="system:nodes")
+        kc = tmp_path / "kc"
+        kc.write_text(kubeconfig_yaml(double.url, double.ca.path,
+                                      {"client-certificate": cert, "client-key": key}))
+        res = publisher(str(kc), Clock()).publish(report())
+        assert "HTTP 401" in res.error
+        assert f"the server rejected the credentials: client certificate {cert}" in res.error
+    finally:
+        double.stop()
