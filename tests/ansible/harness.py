@@ -1,7 +1,7 @@
 """Runs the Ansible role under test: ansible-playbook from its own venv, results as JSON.
 
 ansible-core, ansible-lint and pytest-testinfra come from .ci/setup.d/70-ansible.sh, which
-installs them into their own venv (GNA_ANSIBLE_VENV, default /opt/gna-ci/ansible) so the
+installs them into their own venv (GNA_ANSIBLE_VENV, default .cache/ci/ansible) so the
 project's test venvs keep their own pins. The role's record of each run comes from the
 `gna_record` callback (tests/ansible/callback_plugins), not from parsing the console.
 """

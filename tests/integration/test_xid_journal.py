@@ -1,6 +1,6 @@
 """The kernel-log fallback through the real journal: journal export text turned into a journal
 file by systemd-journal-remote, read back by the real `journalctl -k -b -o json --directory`
-(.ci/setup.d/55-journal-remote.sh installs it). Entries carry this machine's boot id, so `-b`
+(Debian's, unpacked by .ci/setup.d/55-journal-remote.sh). Entries carry this machine's boot id, so `-b`
 selects them, and `_TRANSPORT=kernel`, so `-k` does."""
 
 import subprocess
