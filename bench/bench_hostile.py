@@ -86,6 +86,38 @@ def tarfile_alone(value: str) -> float:
     return time.perf_counter() - t0
 
 
+def at_the_caps(dest: Path) -> dict:
+    """Bundles just inside each limit (accepted, so the checks run on them): the worst memory
+    an accepted bundle can cost."""
+    import json
+
+    out = {}
+    line = "[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
+    kmsg = dest / "cap-kmsg"
+    (kmsg / "root").mkdir(parents=True)
+    (kmsg / "bundle.yaml").write_text("format_version: 1\n")
+    (kmsg / "kmsg.log").write_text(line * ((4 * 1024 * 1024 - 1) // len(line)))
+    out["at cap: kmsg.log 4 MiB"] = kmsg
+    short = dest / "cap-kmsg-lines"
+    (short / "root").mkdir(parents=True)
+    (short / "bundle.yaml").write_text("format_version: 1\n")
+    (short / "kmsg.log").write_text("NVRM: Xid 79 a bb ccc\n" * 100_000)
+    out["at cap: kmsg.log 100k lines"] = short
+    cmds = dest / "cap-commands"
+    (cmds / "root").mkdir(parents=True)
+    (cmds / "bundle.yaml").write_text("format_version: 1\n")
+    # 8 nodes a record (the mapping, three keys, the argv list and its item, rc, stdout)
+    records = "".join(f"- {{argv: [c{i}], rc: 0, stdout: o}}\n" for i in range(12_400))
+    (cmds / "commands.yaml").write_text(records)
+    out["at cap: commands.yaml 100k nodes"] = cmds
+    gpus = dest / "cap-gpus"
+    (gpus / "root").mkdir(parents=True)
+    (gpus / "bundle.yaml").write_text("format_version: 1\n")
+    (gpus / "gpus.json").write_text(json.dumps({"gpus": [{"i": i} for i in range(49_000)]}))
+    out["at cap: gpus.json 100k values"] = gpus
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -101,6 +133,7 @@ def main() -> None:
         with tarfile.open(packed, "w:gz") as tar:
             tar.add(NORMAL, arcname="host-foundation-only")
         cases = {name: build(work, canary) for name, build in {**ARCHIVES, **DIRECTORIES}.items()}
+        cases.update(at_the_caps(work))
 
         n_rss, n_wall, n_codes = measure(NORMAL, tmpdir, args.runs)
         p_rss, p_wall, p_codes = measure(packed, tmpdir, args.runs)

@@ -68,7 +68,9 @@ def test_yaml_limits_leave_ordinary_documents_alone():
 
 @pytest.mark.parametrize("text, problem", [
     ("[" * 65 + "]" * 65, "nested deeper than 64 levels"),
-    ("[" * 100_000, "nested deeper than 64 levels"),
+    ("[" * 50_000, "nested deeper than 64 levels"),
+    ("[" + "1," * 100_000 + "1]", "more than 100000 values"),
+    ('[{"a": 1}' + ', {"a": 1}' * 100_000 + "]", "more than 100000 values"),
     ('{"a": ' + "1" * 5000 + "}", "an integer longer than 640 digits"),
     ('{"a": }', "line 1: invalid JSON"),
     (b"\xff\xfe", "not UTF-8"),
@@ -140,8 +142,22 @@ def test_bundle_files_over_a_parser_limit_are_exit_2(tmp_path, files, needles):
 def test_oversize_kmsg_log_is_exit_2(tmp_path):
     b = _dir_bundle(tmp_path)
     with open(b / "kmsg.log", "wb") as fh:
-        fh.truncate(17 * 1024 * 1024)  # sparse: past the 16 MiB cap, costs no disk
+        fh.truncate(5 * 1024 * 1024)  # sparse: past the 4 MiB cap, costs no disk
     _one_line_exit_2(_cli("check", "--bundle", str(b), tmp_path=tmp_path), "kmsg.log", "cap")
+
+
+def test_kmsg_log_over_the_line_cap_is_exit_2_and_only_newline_counts(tmp_path):
+    b = _dir_bundle(tmp_path)
+    (b / "kmsg.log").write_bytes(b"x\n" * 100_001)  # 200 KB, under the byte cap
+    _one_line_exit_2(_cli("check", "--bundle", str(b), tmp_path=tmp_path), "100000 lines")
+    from agent.bundle import load_bundle
+
+    (b / "kmsg.log").write_bytes(b"a\rb\x0cc\n" * 3)  # \r, \f are not record separators
+    loaded = load_bundle(b)
+    try:
+        assert loaded.host.kmsg() == ["a\rb\x0cc"] * 3
+    finally:
+        loaded.close()
 
 
 def test_over_long_tar_names_are_exit_2(tmp_path):
