@@ -89,11 +89,15 @@ def _tmpfs(path: Path, size: str = "64k", read_only: bool = False):
 
 
 def _fill(directory: Path) -> None:
-    """Fill the filesystem until ENOSPC (bounded: the tmpfs is 64 KiB)."""
-    with open(directory / "filler", "wb") as fh, contextlib.suppress(OSError):
-        for _ in range(1024):
-            fh.write(b"\0" * 4096)
-            fh.flush()
+    """Fill the filesystem until ENOSPC (bounded: the tmpfs is 64 KiB). Unbuffered writes, so
+    no flush at close can raise afterwards."""
+    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        with contextlib.suppress(OSError):
+            for _ in range(1024):
+                os.write(fd, b"\0" * 4096)
+    finally:
+        os.close(fd)
 
 
 def test_corrupt_state_is_a_warning_a_fresh_start_and_clear_works(tmp_path, caplog):
