@@ -253,15 +253,23 @@ class MetricsServer:
         try:
             while not self._stopping.is_set():
                 for key, _mask in sel.select(0.25):
-                    if key.data == "accept":
-                        self._accept()
-                    elif key.data == "wake":
-                        with contextlib.suppress(OSError):
-                            os.read(self._wake_r, 4096)
-                    else:
-                        self._readable(key.data)
-                self._take_back()
-                self._sweep()
+                    try:
+                        if key.data == "accept":
+                            self._accept()
+                        elif key.data == "wake":
+                            with contextlib.suppress(OSError):
+                                os.read(self._wake_r, 4096)
+                        else:
+                            self._readable(key.data)
+                    except Exception:  # one connection's surprise must not end the endpoint
+                        self.stats["errors"] += 1
+                        if isinstance(key.data, _Conn):
+                            self._close(key.data)
+                try:
+                    self._take_back()
+                    self._sweep()
+                except Exception:
+                    self.stats["errors"] += 1
         finally:
             sel.close()
 
@@ -390,7 +398,9 @@ class MetricsServer:
             except (OSError, ValueError, KeyError):
                 self._close(conn)
                 continue
-            if conn.buf:  # a pipelined request already buffered
+            if conn.tls and conn.sock.pending():  # decrypted bytes the selector cannot see
+                self._readable(conn)
+            elif conn.buf:  # a pipelined request already buffered
                 self._maybe_dispatch(conn)
 
     def _sweep(self) -> None:

@@ -160,3 +160,32 @@ def test_the_rate_limit_refills_on_the_monotonic_clock():
     assert [limiter.allow("127.0.9.9") for _ in range(6)] == [True] * 5 + [False]
     now[0] += webconfig.ADDR_REFILL_S
     assert limiter.allow("127.0.9.9") and not limiter.allow("127.0.9.9")
+
+
+def test_tls_keep_alive_and_a_plain_client_on_the_tls_port(tmp_path):
+    """Row "hostile TLS client": plain HTTP to the TLS port is dropped at the handshake (no
+    worker taken) while a TLS scraper reuses one connection for several scrapes."""
+    import http.client
+    import ssl
+
+    from tests.unit.test_metrics_endpoint import make_cert
+
+    make_cert(tmp_path)
+    cfg = tmp_path / "web.yml"
+    cfg.write_text("tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n")
+    srv = MetricsServer("127.0.0.1:0", load_web_config(str(cfg)), b"a_metric 1\n")
+    srv.start()
+    plain = connect_from("127.0.0.5", srv.port)
+    try:
+        plain.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        ctx = ssl.create_default_context(cafile=str(tmp_path / "tls.crt"))
+        conn = http.client.HTTPSConnection("127.0.0.1", srv.port, timeout=10, context=ctx)
+        for _ in range(3):
+            conn.request("GET", "/metrics")
+            resp = conn.getresponse()
+            assert (resp.status, resp.read()) == (200, b"a_metric 1\n")
+        conn.close()
+        wait_for(lambda: not still_open(plain), 10, "the plain client dropped")
+    finally:
+        plain.close()
+        srv.stop()
