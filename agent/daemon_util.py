@@ -146,7 +146,9 @@ class Supervised:
 
 
 class OutputPump:
-    """Hands the newest Report to each output in its own thread, dropping stale ones."""
+    """Hands the newest Report to each output in its own thread, dropping stale ones. The
+    daemon runs ``_run`` as a supervised thread (restarted if it dies), always, so outputs a
+    reload adds are served too."""
 
     def __init__(self, outputs: Sequence[Any], logger: logging.Logger) -> None:
         self.outputs = list(outputs)
@@ -159,14 +161,6 @@ class OutputPump:
     def start(self) -> None:
         if self.outputs:
             self._thread.start()
-
-    def alive(self) -> bool:
-        """False only when its thread was started and died (never started: nothing to do)."""
-        return self._thread.ident is None or self._thread.is_alive() or self._stopped
-
-    def restart(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="outputs", daemon=True)
-        self._thread.start()
 
     def offer(self, report: Report) -> None:
         with self._cond:
