@@ -63,12 +63,10 @@ def test_check_on_this_machine_judges_the_driver_it_has():
         doc = json.loads(_run(["check", "--format", "json"]).stdout)
         checks = {c["id"]: c for c in doc["checks"]}
         branch = checks["driver-branch"]
-        if checks["driver-loaded"]["status"] in ("pass", "warn"):
-            assert branch["status"] != "skip", branch["summary"]
-            assert branch["details"]["version"] == version
-            assert branch["summary"].startswith(version)
-        else:  # device nodes missing: driver-branch waits on driver-loaded, naming it
-            assert branch["status"] == "skip" and "driver-loaded" in branch["summary"]
+        # judged from the version file even when driver-loaded fails on missing /dev nodes
+        assert branch["status"] != "skip", branch["summary"]
+        assert branch["details"]["version"] == version
+        assert branch["summary"].startswith(version)
 
 
 def test_collect_then_check_bundle_gives_the_same_verdicts(tmp_path):
