@@ -6,18 +6,30 @@ Supported (client-go's clientcmd semantics): the current context or a named one;
 plugins (client.authentication.k8s.io/v1beta1 and v1, as the EKS hybrid kubelet kubeconfig
 uses aws-iam-authenticator). Relative file paths are relative to the kubeconfig's directory
 (clientcmd ResolvePaths). Secrets are never logged nor put in an exception message.
+
+Key material never touches disk: requests and ssl take only file *paths* for a client
+certificate, its key and a CA bundle, so inline data (`*-data` fields, an exec plugin's
+certificate) goes into an anonymous memory file (memfd_create(2)) and is handed over as
+``/proc/self/fd/N``; it is released by ``close()``, when a load fails, and when the object is
+garbage collected. Only where memfd_create is unavailable (not Linux, a kernel before 3.17,
+a seccomp filter that refuses it) does it go to a 0700 temporary directory, removed on the
+same paths. A file the kubeconfig only names (the kubelet's rotated
+`kubelet-client-current.pem`) is used where it is.
 """
 
 import base64
 import contextlib
 import datetime
+import errno
 import json
 import os
 import signal
+import ssl
 import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -69,14 +81,175 @@ class Credentials:
         )
 
 
-def _b64(value: str, what: str) -> bytes:
+class SecretFiles:
+    """Key material as paths ssl can open, kept off disk (the module docstring says how).
+
+    ``put`` returns a path; the newest ``KEEP`` versions under one name stay open (an exec
+    credential refreshed on one thread while a request on another still opens the previous
+    path), older ones are released; ``close`` releases everything and is idempotent.
+    """
+
+    KEEP = 2
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._memfd = hasattr(os, "memfd_create")
+        self._fds: Dict[str, List[int]] = {}
+        self._files: Dict[str, List[str]] = {}
+        self._tmpdir: Optional[str] = None
+        self._serial = 0
+
+    @property
+    def in_memory(self) -> bool:
+        """True while nothing has gone to the temporary-directory fallback."""
+        return self._tmpdir is None
+
+    def put(self, name: str, content: bytes) -> str:
+        with self._lock:
+            if self._memfd:
+                path = self._put_memfd(name, content)
+                if path is not None:
+                    return path
+            return self._put_file(name, content)
+
+    def _put_memfd(self, name: str, content: bytes) -> Optional[str]:
+        flags = getattr(os, "MFD_CLOEXEC", 1) | getattr(os, "MFD_ALLOW_SEALING", 2)
+        try:
+            fd = os.memfd_create(f"gpu-node-agent-{name}", flags)
+        except OSError:  # ENOSYS (kernel < 3.17), EPERM/EACCES (seccomp): the fallback
+            self._memfd = False
+            return None
+        path = f"/proc/self/fd/{fd}"
+        try:
+            _write_all(fd, content)
+            _seal(fd)
+            # The path is how ssl reaches it: without procfs (a chroot) it is useless.
+            os.close(os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)))
+        except OSError:
+            os.close(fd)
+            self._memfd = False
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        versions = self._fds.setdefault(name, [])
+        versions.append(fd)
+        while len(versions) > self.KEEP:
+            with contextlib.suppress(OSError):
+                os.close(versions.pop(0))
+        return path
+
+    def _put_file(self, name: str, content: bytes) -> str:
+        if self._tmpdir is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="gpu-node-agent-kube-")  # mode 0700
+        self._serial += 1
+        target = os.path.join(self._tmpdir, f"{name}.{self._serial}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(target, flags | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            _write_all(fd, content)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(target)
+            raise
+        os.close(fd)
+        versions = self._files.setdefault(name, [])
+        versions.append(target)
+        while len(versions) > self.KEEP:
+            with contextlib.suppress(OSError):
+                os.unlink(versions.pop(0))
+        return target
+
+    def close(self) -> None:
+        with self._lock:
+            for versions in self._fds.values():
+                for fd in versions:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            self._fds.clear()
+            self._files.clear()
+            if self._tmpdir is not None:
+                for entry in os.listdir(self._tmpdir):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(self._tmpdir, entry))
+                with contextlib.suppress(OSError):
+                    os.rmdir(self._tmpdir)
+                self._tmpdir = None
+
+
+def _write_all(fd: int, content: bytes) -> None:
+    view = memoryview(content)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.EIO, "short write")
+        view = view[written:]
+
+
+def _seal(fd: int) -> None:
+    """No further writes, growth or shrinking (fcntl(2) "File Sealing"); best effort."""
+    try:
+        import fcntl
+
+        seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
+def _refuse_password() -> bytes:
+    # An encrypted key has no place in a kubeconfig (clientcmd cannot decrypt one either);
+    # without this callback OpenSSL would prompt on the terminal.
+    raise ValueError("the client key is encrypted")
+
+
+def _check_pair(cert: str, key: str) -> Optional[str]:
+    """Why ssl cannot use this certificate and key (as requests will), or None."""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert, key, _refuse_password)
+    except (ssl.SSLError, ValueError) as exc:
+        return f"not a usable certificate and key ({getattr(exc, 'reason', None) or 'invalid'})"
+    except OSError as exc:
+        return f"cannot read it ({exc.__class__.__name__})"
+    return None
+
+
+def _check_ca(path: str) -> Optional[str]:
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+    except ssl.SSLError as exc:
+        return f"no usable CA certificate ({exc.reason or 'invalid'})"
+    except OSError as exc:
+        return f"cannot read it ({exc.__class__.__name__})"
+    return None
+
+
+def _b64(value: Any, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise KubeconfigError(f"{what} is not a string")
     try:
         return base64.b64decode(value, validate=False)
     except (ValueError, TypeError):
         raise KubeconfigError(f"{what} is not valid base64") from None
 
 
+def _text(obj: Dict[str, Any], key: str, what: str, scalars: bool = False) -> Optional[str]:
+    """A string field (None when absent or empty). ``scalars``: a YAML number or boolean is
+    taken as its text (`token: 12345` is a YAML integer); a list or mapping never is."""
+    value = obj.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if scalars and isinstance(value, (int, float)):
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    raise KubeconfigError(f"{what}: {key} is not a string")
+
+
 def _named(items: Any, name: str, kind: str, origin: str) -> Dict[str, Any]:
+    if items is not None and not isinstance(items, list):
+        raise KubeconfigError(f"{origin}: {kind}s is not a list")
     for item in items or []:
         if isinstance(item, dict) and item.get("name") == name:
             body = item.get(kind)
@@ -91,15 +264,16 @@ def parse_rfc3339(text: str) -> Optional[float]:
         value = text.strip().replace("Z", "+00:00")
         if "." in value:  # fromisoformat on 3.9 wants exactly 3 or 6 fraction digits
             head, rest = value.split(".", 1)
-            digits = "".join(c for c in rest if c.isdigit())
+            digits = "".join(c for c in rest if c in "0123456789")
             tz = rest[len(digits) :]
             value = f"{head}.{(digits + '000000')[:6]}{tz}"
         parsed = datetime.datetime.fromisoformat(value)
-    except (ValueError, AttributeError):
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+        # year 1 at +14:00 is before datetime.min in UTC: OverflowError
+        return parsed.timestamp()
+    except (ValueError, AttributeError, OverflowError):
         return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
-    return parsed.timestamp()
 
 
 class KubeConfigFile:
@@ -118,73 +292,91 @@ class KubeConfigFile:
             raise KubeconfigError(f"{path}: not valid YAML") from None
         if not isinstance(data, dict):
             raise KubeconfigError(f"{path}: not a kubeconfig (expected a mapping)")
+        self._secrets = SecretFiles()
+        # Released even if close() is never called (a caller that drops a failed client).
+        self._finalizer = weakref.finalize(self, self._secrets.close)
+        self._lock = threading.Lock()
+        self._cached: Optional[Credentials] = None
+        try:
+            self._load(data, context)
+        except BaseException:
+            self.close()  # a failed load keeps nothing it materialised
+            raise
+
+    def _load(self, data: Dict[str, Any], context: Optional[str]) -> None:
+        path = self.path
         self._base = os.path.dirname(os.path.abspath(path))
-        self.context_name = context or data.get("current-context") or ""
+        self.context_name = context or _text(data, "current-context", path) or ""
         if not self.context_name:
             raise KubeconfigError(f"{path}: no current-context and no context named")
         ctx = _named(data.get("contexts"), self.context_name, "context", path)
-        cluster = _named(data.get("clusters"), str(ctx.get("cluster", "")), "cluster", path)
-        user_name = ctx.get("user")
-        user = _named(data.get("users"), str(user_name), "user", path) if user_name else {}
-        self.server = str(cluster.get("server") or "").rstrip("/")
+        where = f"{path}: context {self.context_name!r}"
+        cluster_name = _text(ctx, "cluster", where) or ""
+        cluster = _named(data.get("clusters"), cluster_name, "cluster", path)
+        user_name = _text(ctx, "user", where)
+        user = _named(data.get("users"), user_name, "user", path) if user_name else {}
+        self.server = (_text(cluster, "server", f"{path}: cluster") or "").rstrip("/")
         if not self.server.startswith("https://") and not self.server.startswith("http://"):
             raise KubeconfigError(f"{path}: cluster has no https:// server")
-        self._tmpdir: Optional[str] = None
-        self._lock = threading.Lock()
         self.verify: Any = True
-        if cluster.get("insecure-skip-tls-verify"):
+        skip = cluster.get("insecure-skip-tls-verify")
+        if skip is not None and not isinstance(skip, bool):
+            raise KubeconfigError(f"{path}: cluster: insecure-skip-tls-verify is not a boolean")
+        ca_data = _text(cluster, "certificate-authority-data", f"{path}: cluster")
+        ca_file = _text(cluster, "certificate-authority", f"{path}: cluster")
+        if skip:
             self.verify = False
-        elif cluster.get("certificate-authority-data"):
+        elif ca_data:
             self.verify = self._materialise(
-                "ca.crt",
-                _b64(str(cluster["certificate-authority-data"]), "certificate-authority-data"),
-            )
-        elif cluster.get("certificate-authority"):
-            self.verify = self._resolve(str(cluster["certificate-authority"]))
+                "ca.crt", _b64(ca_data, f"{path}: certificate-authority-data"))
+            problem = _check_ca(self.verify)
+            if problem:
+                raise KubeconfigError(f"{path}: certificate-authority-data: {problem}")
+        elif ca_file:
+            self.verify = self._resolve(ca_file)
         self._static = self._static_credentials(user)
-        self._token_file = self._resolve(str(user["tokenFile"])) if user.get("tokenFile") else None
+        token_file = _text(user, "tokenFile", f"{path}: user")
+        self._token_file = self._resolve(token_file) if token_file else None
         self.exec_spec = self._exec_spec(user.get("exec"))
-        self._cached: Optional[Credentials] = None
 
     # -- files ---------------------------------------------------------------------------
     def _resolve(self, p: str) -> str:
         return p if os.path.isabs(p) else os.path.join(self._base, p)
 
     def _materialise(self, name: str, content: bytes) -> str:
-        """requests/ssl take file paths: inline data goes to a private 0700 temp dir."""
-        if self._tmpdir is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="gpu-node-agent-kube-")
-        target = os.path.join(self._tmpdir, name)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-        return target
+        """requests/ssl take file paths: inline data becomes one in memory (SecretFiles)."""
+        return self._secrets.put(name, content)
 
     def close(self) -> None:
-        if self._tmpdir is not None:
-            for name in os.listdir(self._tmpdir):
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(self._tmpdir, name))
-            with contextlib.suppress(OSError):
-                os.rmdir(self._tmpdir)
-            self._tmpdir = None
+        """Releases every in-memory (or fallback temporary) copy of key material."""
+        self._finalizer()
 
     def _static_credentials(self, user: Dict[str, Any]) -> Credentials:
         creds = Credentials()
-        if user.get("client-certificate-data"):
+        where = f"{self.path}: user"
+        cert_data = _text(user, "client-certificate-data", where)
+        key_data = _text(user, "client-key-data", where)
+        cert_path = _text(user, "client-certificate", where)
+        key_path = _text(user, "client-key", where)
+        if cert_data:
             creds.cert_file = self._materialise(
-                "client.crt", _b64(str(user["client-certificate-data"]), "client-certificate-data")
-            )
-        elif user.get("client-certificate"):
-            creds.cert_file = self._resolve(str(user["client-certificate"]))
-        if user.get("client-key-data"):
+                "client.crt", _b64(cert_data, f"{self.path}: client-certificate-data"))
+        elif cert_path:
+            creds.cert_file = self._resolve(cert_path)
+        if key_data:
             creds.key_file = self._materialise(
-                "client.key", _b64(str(user["client-key-data"]), "client-key-data")
-            )
-        elif user.get("client-key"):
-            creds.key_file = self._resolve(str(user["client-key"]))
-        if user.get("token"):
-            creds.token = str(user["token"])
+                "client.key", _b64(key_data, f"{self.path}: client-key-data"))
+        elif key_path:
+            creds.key_file = self._resolve(key_path)
+        if creds.cert_file and creds.key_file and (cert_data or key_data):
+            # Inline material is checked now, so a bad one is a load error naming the field;
+            # files only named are read per connection (the kubelet rotates its pair).
+            problem = _check_pair(creds.cert_file, creds.key_file)
+            if problem:
+                raise KubeconfigError(
+                    f"{self.path}: client-certificate{'-data' if cert_data else ''}/"
+                    f"client-key{'-data' if key_data else ''}: {problem}")
+        creds.token = _text(user, "token", where, scalars=True)
         return creds
 
     def _exec_spec(self, spec: Any) -> Optional[ExecSpec]:
@@ -192,25 +384,36 @@ class KubeConfigFile:
             return None
         if not isinstance(spec, dict) or not spec.get("command"):
             raise KubeconfigError(f"{self.path}: user exec has no command")
-        api = str(spec.get("apiVersion") or "")
+        where = f"{self.path}: user exec"
+        api = _text(spec, "apiVersion", where) or ""
         if api not in EXEC_API_VERSIONS:
             raise KubeconfigError(
                 f"{self.path}: exec apiVersion {api!r} not supported (v1beta1 and v1 are)"
             )
-        command = str(spec["command"])
+        command = _text(spec, "command", where) or ""
         if os.sep in command and not os.path.isabs(command):
             command = self._resolve(command)  # clientcmd resolves only paths with a slash
         env = {}
-        for item in spec.get("env") or []:
+        items = spec.get("env") or []
+        if not isinstance(items, list):
+            raise KubeconfigError(f"{where}: env is not a list")
+        for item in items:
             if isinstance(item, dict) and "name" in item:
-                env[str(item["name"])] = str(item.get("value", ""))
-        mode = str(spec.get("interactiveMode") or "")
+                name = _text(item, "name", f"{where} env", scalars=True)
+                if name:
+                    env[name] = _text(item, "value", f"{where} env", scalars=True) or ""
+        args = spec.get("args") or []
+        if not isinstance(args, list) or not all(
+            isinstance(a, (str, int, float)) for a in args
+        ):
+            raise KubeconfigError(f"{where}: args is not a list of strings")
+        mode = _text(spec, "interactiveMode", where) or ""
         if api.endswith("/v1") and not mode:
             raise KubeconfigError(f"{self.path}: exec interactiveMode is required in v1")
         return ExecSpec(
             api_version=api,
             command=command,
-            args=[str(a) for a in spec.get("args") or []],
+            args=[str(a) for a in args],
             env=env,
             interactive_mode=mode or "IfAvailable",
             provide_cluster_info=bool(spec.get("provideClusterInfo")),
@@ -314,25 +517,40 @@ class KubeConfigFile:
         if not isinstance(status, dict):
             raise CredentialError(f"exec plugin {name}: ExecCredential without status")
         out = Credentials()
-        if status.get("token"):
-            out.token = str(status["token"])
+        token = status.get("token")
+        if token:
+            if not isinstance(token, str):
+                raise CredentialError(f"exec plugin {name}: status.token is not a string")
+            out.token = token
         cert, key = status.get("clientCertificateData"), status.get("clientKeyData")
         if bool(cert) != bool(key):
             raise CredentialError(
                 f"exec plugin {name}: certificate without key or key without certificate"
             )
         if cert and key:
-            out.cert_file = self._materialise("exec-client.crt", str(cert).encode())
-            out.key_file = self._materialise("exec-client.key", str(key).encode())
+            if not isinstance(cert, str) or not isinstance(key, str):
+                raise CredentialError(f"exec plugin {name}: certificate or key is not a string")
+            out.cert_file = self._materialise("exec-client.crt", _encode(cert))
+            out.key_file = self._materialise("exec-client.key", _encode(key))
+            problem = _check_pair(out.cert_file, out.key_file)
+            if problem:
+                raise CredentialError(f"exec plugin {name}: clientCertificateData/"
+                                      f"clientKeyData: {problem}")
         if not out.token and not out.cert_file:
             raise CredentialError(
                 f"exec plugin {name}: ExecCredential has no token and no certificate"
             )
         if status.get("expirationTimestamp"):
-            out.expires_at = parse_rfc3339(str(status["expirationTimestamp"]))
+            stamp = status["expirationTimestamp"]
+            out.expires_at = parse_rfc3339(stamp) if isinstance(stamp, str) else None
             if out.expires_at is None:
                 raise CredentialError(f"exec plugin {name}: unparsable expirationTimestamp")
         return out
+
+
+def _encode(text: str) -> bytes:
+    # JSON "\ud800" decodes to a lone surrogate, which has no UTF-8 form: not a PEM anyway.
+    return text.encode("utf-8", "replace")
 
 
 def load(path: str, context: Optional[str] = None, exec_timeout: float = 20.0) -> KubeConfigFile:
@@ -359,27 +577,23 @@ def client_cert_cn(pem: bytes) -> Optional[str]:
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
         names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    except (ValueError, TypeError):
+    except Exception:  # noqa: BLE001 - any bytes: a parse failure of any kind is "no CN"
         return None
-    return str(names[0].value) if names else None
+    value = names[0].value if names else None
+    return value if isinstance(value, str) else None
 
 
 def _cn_with_ssl(cert_pem: bytes) -> Optional[str]:
-    import ssl
-
     decode = getattr(getattr(ssl, "_ssl", None), "_test_decode_cert", None)
     if decode is None:
         return None
-    fd, path = tempfile.mkstemp(prefix="gpu-node-agent-cert-")
+    files = SecretFiles()
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(cert_pem)
-        info = decode(path)
+        info = decode(files.put("cert.pem", cert_pem))
     except (OSError, ValueError, ssl.SSLError):
         return None
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        files.close()
     for rdn in info.get("subject", ()):
         for key, value in rdn:
             if key == "commonName":

@@ -61,10 +61,13 @@ def test_client_certificate_data_inline(tmp_path, double):
     client = KubeClient(load(kc), timeout=5)
     assert client.get_node(NODE)["metadata"]["name"] == NODE
     assert double.log[-1]["user"] == f"system:node:{NODE}"
-    tmpdir = os.path.dirname(client.kubeconfig.verify)
-    assert oct(os.stat(tmpdir).st_mode & 0o777) == "0o700"
+    # Inline material is held in memory files (memfd_create(2)), never on disk.
+    ca_path = client.kubeconfig.verify
+    assert ca_path.startswith("/proc/self/fd/")
+    assert os.readlink(ca_path).startswith("/memfd:gpu-node-agent-ca.crt")
     client.close()
-    assert not os.path.exists(tmpdir)  # inline secrets do not outlive the client
+    # inline secrets do not outlive the client (the fd number may be reused by now)
+    assert not os.path.exists(ca_path) or not os.readlink(ca_path).startswith("/memfd:gpu-node-agent-")
 
 
 def test_static_token_and_unknown_token_401(tmp_path, double):
