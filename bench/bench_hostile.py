@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 from tests.hostile_bundles import ARCHIVES, DIRECTORIES, make_canary  # noqa: E402
 
 UNIT_CAP_KIB = 128 * 1024  # MemoryMax=128M
-NORMAL = REPO / "tests" / "fixtures" / "bundles" / "host-foundation-only"
+NORMAL = REPO / "tests" / "fixtures" / "bundles" / "full-healthy-dra"  # every check runs
 
 
 def child(bundle: Path, tmpdir: Path):
@@ -107,9 +107,9 @@ def at_the_caps(dest: Path) -> dict:
     (cmds / "root").mkdir(parents=True)
     (cmds / "bundle.yaml").write_text("format_version: 1\n")
     # 8 nodes a record (the mapping, three keys, the argv list and its item, rc, stdout)
-    records = "".join(f"- {{argv: [c{i}], rc: 0, stdout: o}}\n" for i in range(12_400))
+    records = "".join(f"- {{argv: [c{i}], rc: 0, stdout: o}}\n" for i in range(6_200))
     (cmds / "commands.yaml").write_text(records)
-    out["at cap: commands.yaml 100k nodes"] = cmds
+    out["at cap: commands.yaml 50k nodes"] = cmds
     gpus = dest / "cap-gpus"
     (gpus / "root").mkdir(parents=True)
     (gpus / "bundle.yaml").write_text("format_version: 1\n")
@@ -131,7 +131,7 @@ def main() -> None:
         canary = make_canary(base)
         packed = work / "normal.tar.gz"
         with tarfile.open(packed, "w:gz") as tar:
-            tar.add(NORMAL, arcname="host-foundation-only")
+            tar.add(NORMAL, arcname=NORMAL.name)
         cases = {name: build(work, canary) for name, build in {**ARCHIVES, **DIRECTORIES}.items()}
         cases.update(at_the_caps(work))
 

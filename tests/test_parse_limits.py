@@ -40,6 +40,7 @@ BOMB = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
 @pytest.mark.parametrize("text, problem", [
     (BOMB, "aliases are expanded"),
     ("&a [*a]", "refers to its own enclosing node"),
+    ("[" + "1, " * 50_000 + "1]", "more than 50000 nodes"),  # no alias: just too many
     # libyaml's composer would segfault; newer libyaml stops it first ("maximum nesting depth")
     ("[" * 100_000, "nest"),
     ("- " * 70 + "x", "nested deeper than 64 levels"),
