@@ -114,10 +114,11 @@ def component(name: str) -> str:
     spec = SPECS[name]
     path = locate(name)
     if path is None:
-        where = (os.environ.get(env_name(name)) if env_name(name) in os.environ
-                 else CACHE / spec.cached if spec.cached else "PATH")
-        missing(spec.label, f"{name} not found ({env_name(name)} or {where}): "
-                            f"run .ci/setup.d/{spec.setup}")
+        if env_name(name) in os.environ:
+            where = f"{env_name(name)}={os.environ[env_name(name)]!r} is not an executable"
+        else:
+            where = f"not at {CACHE / spec.cached}" if spec.cached else "not on PATH"
+        missing(spec.label, f"{name} {where}: run .ci/setup.d/{spec.setup}")
     record(spec.label)
     return str(path)
 

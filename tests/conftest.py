@@ -7,8 +7,9 @@ from typing import Any, Dict, List, NamedTuple
 
 import pytest
 
-# The simulated libnvidia-ml's fixtures (nvml_sim, nvml_sim_build) for the NVML tests.
-pytest_plugins = ["tests.nvml_sim.fixtures"]
+# The simulated libnvidia-ml's fixtures (nvml_sim, nvml_sim_build) for the NVML tests; the
+# real-component rules and per-component counts of integration tests (GNA_REQUIRE_COMPONENTS).
+pytest_plugins = ["tests.nvml_sim.fixtures", "tests.component_hooks"]
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
