@@ -180,26 +180,12 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     config, _ = _load_config(args.config)
     out = args.output or time.strftime("gpu-node-agent-bundle-%Y%m%dT%H%M%SZ.tar.gz", time.gmtime())
-    _check_collect_target(out)  # before minutes of capture, not after
-    try:
-        with open_host(args.host_root, None, config) as host:
-            target = collect(host, _registry(), out)
-    except FileExistsError as exc:
-        raise UsageError(f"collect -o: {exc}") from None
+    # collect refuses a non-empty directory or an existing file before capturing anything
+    # (OutputError, a ConfigError: exit 2 with one line).
+    with open_host(args.host_root, None, config) as host:
+        target = collect(host, _registry(), out)
     _emit(f"bundle written to {target}\n")
     return 0
-
-
-def _check_collect_target(out: str) -> None:
-    """-o names a .tar.gz file or a new/empty directory; anything else is the user's mistake."""
-    if out.endswith(".tar.gz"):  # the rule collect itself applies
-        if os.path.isdir(out):
-            raise UsageError(f"collect -o {out}: is a directory (name a new .tar.gz file)")
-        return
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UsageError(f"collect -o {out}: exists and is not a directory")
-    if os.path.isdir(out) and os.listdir(out):
-        raise UsageError(f"collect -o {out}: directory exists and is not empty")
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

@@ -272,7 +272,7 @@ def _scrape(port, deadline):
 
 
 def test_run_serves_this_hosts_verdict_and_stops_on_sigterm(config, live_report):
-    checks, _ = live_report
+    checks, doc = live_report
     port = _free_port()
     proc = subprocess.Popen(
         ENTRY + ["run", "--config", str(config), "--listen-address", f"127.0.0.1:{port}"],
@@ -291,6 +291,11 @@ def test_run_serves_this_hosts_verdict_and_stops_on_sigterm(config, live_report)
     assert "Traceback" not in err
     gates = dict(re.findall(r'^gpu_node_agent_gate_open\{path="([^"]+)"\} (\S+)$', body, re.M))
     assert set(gates) == set(PATHS)
+    # A gate `check` found closed by a fact that cannot change in a minute is closed in `run`.
+    for path in PATHS:
+        if {"driver-loaded", "driver-branch", "kubelet-version"} & set(
+                doc["gates"][path]["blocking"]):
+            assert float(gates[path]) == 0.0, path
     # driver-loaded decides the same way in `run` as in `check` on this host.
     loaded = re.search(
         r'^gpu_node_agent_check_status\{check="driver-loaded",status="pass"\} (\S+)$', body, re.M)
