@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from typing import Any, Dict, List, Optional
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.components import locate  # noqa: E402
 from tests.integration.agentproc import (  # noqa: E402
     Proc,
     free_port,
@@ -54,7 +54,7 @@ def _ms(text: str) -> float:
 def wrk(url: str, connections: int, duration: int) -> Dict[str, float]:
     threads = 1 if connections == 1 else 2
     out = subprocess.run(
-        ["wrk", "--latency", f"-t{threads}", f"-c{connections}", f"-d{duration}s",
+        [locate("wrk") or "wrk", "--latency", f"-t{threads}", f"-c{connections}", f"-d{duration}s",
          "--timeout", "5s", url], capture_output=True, text=True, timeout=duration + 60,
         check=True).stdout
     pct = {p: _ms(v) for p, v in re.findall(r"^\s+(50|99)%\s+(\S+)", out, re.M)}
@@ -165,9 +165,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--scale", type=float, default=60.0, help="interval divisor K")
     ap.add_argument("--json", help="write the figures here too")
     args = ap.parse_args(argv)
-    for binary in ("wrk", "prometheus-node-exporter"):
-        if shutil.which(binary) is None:
-            print(f"{binary} not installed (.ci/setup.d/50-prometheus.sh)", file=sys.stderr)
+    for binary in ("wrk", "node_exporter"):  # unpacked into .cache/ci (tests/components.py)
+        if locate(binary) is None:
+            print(f"{binary} not found: run .ci/setup.d/50-prometheus.sh", file=sys.stderr)
             return 2
     results: Dict[str, Any] = {"cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="bench-scrape-") as tmpdir:
@@ -175,7 +175,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         env = sim_env(tmp)
         agent, aport = start_agent(tmp, agent_args(), agent_config(tmp), env=env)
         nport = free_port()
-        node = Proc(["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{nport}"],
+        node = Proc([str(locate("node_exporter")), f"--web.listen-address=127.0.0.1:{nport}"],
                     tmp / "node.log")
         try:
             wait_for(lambda: http_get(f"http://127.0.0.1:{nport}/metrics"), 30, "node_exporter")
