@@ -12,6 +12,7 @@ value a check reads goes through the readers below, which raise :class:`Snapshot
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
+from agent.errors import ParseError
 from checks.base import Outcome, failed, passed, skipped, unknown, warned
 
 NVML_REQUIRES = ("nvml-responsive",)
@@ -20,7 +21,7 @@ NVML_REQUIRES = ("nvml-responsive",)
 INT_LIMIT = 2**64
 
 
-class SnapshotError(ValueError):
+class SnapshotError(ParseError):
     """A snapshot field whose value does not have its documented type; ``field`` names it
     the way docs/gpu-snapshot.md does (``gpus[2].ecc.volatile.uncorrected``)."""
 
@@ -119,9 +120,9 @@ def _validate(snap: Any) -> None:
         where = f"gpus[{i}]"
         if not isinstance(gpu, Mapping):
             raise SnapshotError(where, "an object", gpu)
-        index = opt_int(gpu, "index", where)
-        if index is None or index < 0:
-            raise SnapshotError(f"{where}.index", "a non-negative integer", gpu.get("index"))
+        index = gpu.get("index")
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index <= INT_LIMIT:
+            raise SnapshotError(f"{where}.index", "a non-negative integer", index)
         sub(gpu, "error", where)
         sub(gpu, "errors", where)
         opt_str(gpu, "pci_bus_id", where)
