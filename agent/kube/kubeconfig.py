@@ -264,8 +264,10 @@ def parse_rfc3339(text: str) -> Optional[float]:
         value = text.strip().replace("Z", "+00:00")
         if "." in value:  # fromisoformat on 3.9 wants exactly 3 or 6 fraction digits
             head, rest = value.split(".", 1)
-            digits = "".join(c for c in rest if c in "0123456789")
+            digits = rest[: len(rest) - len(rest.lstrip("0123456789"))]  # the leading run
             tz = rest[len(digits) :]
+            if not digits or tz[:1] not in ("", "+", "-"):
+                return None  # RFC 3339: time-secfrac is "." 1*DIGIT, then the offset
             value = f"{head}.{(digits + '000000')[:6]}{tz}"
         parsed = datetime.datetime.fromisoformat(value)
         if parsed.tzinfo is None:
