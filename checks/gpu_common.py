@@ -59,13 +59,17 @@ def text(value: Any, limit: int = 80) -> str:
 
 
 # -- typed readers: each returns the value or raises SnapshotError naming the field ------
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
 def sub(obj: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     """A nested object; null/absent = empty."""
     value = obj.get(key)
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise SnapshotError(f"{where}.{key}", "an object", value)
+        raise SnapshotError(_join(where, key), "an object", value)
     return value
 
 
@@ -75,7 +79,7 @@ def opt_int(obj: Mapping[str, Any], key: str, where: str) -> Optional[int]:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or abs(value) > INT_LIMIT:
-        raise SnapshotError(f"{where}.{key}", "an integer", value)
+        raise SnapshotError(_join(where, key), "an integer", value)
     return value
 
 
@@ -89,14 +93,14 @@ def flag(obj: Mapping[str, Any], key: str, where: str) -> Optional[bool]:
     value = obj.get(key)
     if value is None or isinstance(value, bool):
         return value
-    raise SnapshotError(f"{where}.{key}", "a boolean", value)
+    raise SnapshotError(_join(where, key), "a boolean", value)
 
 
 def opt_str(obj: Mapping[str, Any], key: str, where: str) -> Optional[str]:
     value = obj.get(key)
     if value is None or isinstance(value, str):
         return value
-    raise SnapshotError(f"{where}.{key}", "a string", value)
+    raise SnapshotError(_join(where, key), "a string", value)
 
 
 def str_list(obj: Mapping[str, Any], key: str, where: str) -> List[str]:
@@ -104,7 +108,7 @@ def str_list(obj: Mapping[str, Any], key: str, where: str) -> List[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise SnapshotError(f"{where}.{key}", "a list of strings", value)
+        raise SnapshotError(_join(where, key), "a list of strings", value)
     return value
 
 
@@ -128,6 +132,29 @@ def _validate(snap: Any) -> None:
         opt_str(gpu, "pci_bus_id", where)
 
 
+def snapshot_problem(snap: Any) -> Optional[SnapshotError]:
+    """The first structural problem of a snapshot, or None: an object whose ``error`` is an
+    object or null (when set, nothing else matters: docs/gpu-snapshot.md), whose GPUs pass
+    ``_validate``, whose ``device_count`` is an integer and ``worker.wall_s`` a number."""
+    try:
+        if not isinstance(snap, Mapping):
+            raise SnapshotError("(the whole file)", "an object", snap)
+        error = sub(snap, "error", "")
+        if error:
+            opt_str(error, "kind", "error")
+            opt_str(error, "message", "error")
+            return None
+        _validate(snap)
+        opt_int(snap, "device_count", "")
+        wall = sub(snap, "worker", "").get("wall_s")
+        if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))
+                                 or not abs(wall) < INT_LIMIT):
+            raise SnapshotError("worker.wall_s", "a number", wall)
+    except SnapshotError as exc:
+        return exc
+    return None
+
+
 def gpus_of(host: Any) -> Tuple[Optional[Mapping[str, Any]], Optional[Outcome]]:
     """The snapshot, or the outcome to return when there is no usable one. (With
     requires=nvml-responsive the engine already skips these checks on an NVML error;
@@ -135,16 +162,12 @@ def gpus_of(host: Any) -> Tuple[Optional[Mapping[str, Any]], Optional[Outcome]]:
     snap = host.gpus()
     if snap is None:
         return None, unknown("GPU snapshot not captured for this host (no gpus.json)")
-    try:
-        if not isinstance(snap, Mapping):
-            raise SnapshotError("(top level)", "an object", snap)
-        error = sub(snap, "error", "(top level)")
-        if error:
-            kind = error.get("kind", "error")
-            return None, skipped(f"needs nvml-responsive (NVML error: {text(kind)})")
-        _validate(snap)
-    except SnapshotError as exc:
-        return None, malformed(exc)
+    problem = snapshot_problem(snap)
+    if problem is not None:
+        return None, malformed(problem)
+    if snap.get("error"):
+        kind = snap["error"].get("kind") or "error"
+        return None, skipped(f"needs nvml-responsive (NVML error: {text(kind)})")
     return snap, None
 
 

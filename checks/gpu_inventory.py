@@ -26,7 +26,7 @@ def _gpu_count(host: Any, policy: Any) -> Outcome:
     assert snap is not None
     gpus = snap.get("gpus") or []
     try:
-        reported = opt_int(snap, "device_count", "(top level)")
+        reported = opt_int(snap, "device_count", "")
     except SnapshotError as exc:
         return malformed(exc)
     nvml_count = len(gpus) if reported is None else reported

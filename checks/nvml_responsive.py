@@ -6,6 +6,7 @@ each kind gets its own summary and fix; the GPU health checks then skip naming i
 from typing import Any, Dict, Tuple
 
 from checks.base import ALL_PATHS, Check, Interval, Outcome, Severity, failed, passed, unknown
+from checks.gpu_common import malformed, snapshot_problem
 
 # kind -> (summary, remediation). Messages name the missing library or driver.
 KINDS: Dict[str, Tuple[str, str]] = {
@@ -53,6 +54,9 @@ def _nvml_responsive(host: Any, policy: Any) -> Outcome:
     snap = host.gpus()
     if snap is None:
         return unknown("GPU snapshot not captured for this host (no gpus.json)")
+    problem = snapshot_problem(snap)  # a field of the wrong type: unknown naming it
+    if problem is not None:
+        return malformed(problem)
     err = snap.get("error")
     if err:
         kind = str(err.get("kind", "unknown"))

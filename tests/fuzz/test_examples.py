@@ -15,6 +15,7 @@ from agent.xid import GpuMap, parse_xid
 from checks.gpu_health import GPU_ECC, GPU_THERMAL
 from checks.gpu_inventory import DRIVER_PERSISTENCE, GPU_COUNT, MIG_MODE
 from checks.gpu_links import GPU_NVLINK
+from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.policy import ResolvedPolicy
 from checks.registry import ALL_CHECKS
 from checks.time_parsers import (
@@ -65,10 +66,11 @@ def test_wrong_type_is_unknown_naming_the_field(check, snap, field, words):
     ({"gpus": [{"index": "0"}]}, "gpus[0].index", "is a string, expected a non-negative integer"),
     ({"gpus": [{"index": True}]}, "gpus[0].index", "is a boolean, expected a non-negative integer"),
     ({"gpus": [{"index": 0, "error": "lost"}]}, "gpus[0].error", "is a string, expected an object"),
-    ({"error": "boom"}, "(top level).error", "is a string, expected an object"),
+    ({"error": "boom"}, "error", "is a string, expected an object"),
+    ({"gpus": [], "worker": {"wall_s": 10**400}}, "worker.wall_s", "is an integer out of range, expected a number"),
 ])
 def test_structure_errors_make_every_gpu_check_unknown(snap, field, words):
-    for check in (GPU_COUNT, GPU_ECC, MIG_MODE):
+    for check in (NVML_RESPONSIVE, GPU_COUNT, GPU_ECC, MIG_MODE):
         out = run(check, snap)
         assert str(out.status) == "unknown", check.id
         assert out.details["field"] == field

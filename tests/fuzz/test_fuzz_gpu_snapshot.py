@@ -12,12 +12,14 @@ from checks.gpu_fabric import FABRIC_MANAGER
 from checks.gpu_health import GPU_ECC, GPU_ROW_REMAP, GPU_THERMAL
 from checks.gpu_inventory import DRIVER_PERSISTENCE, GPU_COUNT, MIG_MODE
 from checks.gpu_links import GPU_NVLINK, GPU_PCIE_LINK
+from checks.gpu_xid import GPU_XID
+from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.policy import ResolvedPolicy, load_policy
 from tests.fuzz.conftest import deep, expect, quick
 from tests.fuzz.strategies import SNAPSHOT
 
-CHECKS = (GPU_COUNT, DRIVER_PERSISTENCE, FABRIC_MANAGER, MIG_MODE, GPU_ECC, GPU_ROW_REMAP,
-          GPU_THERMAL, GPU_PCIE_LINK, GPU_NVLINK)
+CHECKS = (NVML_RESPONSIVE, GPU_COUNT, DRIVER_PERSISTENCE, FABRIC_MANAGER, MIG_MODE, GPU_XID,
+          GPU_ECC, GPU_ROW_REMAP, GPU_THERMAL, GPU_PCIE_LINK, GPU_NVLINK)
 STATUSES = {s.value for s in Status}
 POLICY = load_policy(1)
 PCI: List[Dict[str, Any]] = [
@@ -44,6 +46,10 @@ class SnapshotHost:
 
     def run(self, argv: List[str], timeout: float = 0.0) -> CommandResult:
         return CommandResult(tuple(argv), 0, "active\n")
+
+    def kmsg(self) -> List[str]:  # gpu-xid maps these to GPUs through the snapshot
+        return ["NVRM: GPU at PCI:0000:1a:00: GPU-01000100-0000-0000-0000-000000000000",
+                "6,812,5000000,-;NVRM: Xid (PCI:0000:1a:00): 79, pid=1, name=x"]
 
 
 CASES = st.tuples(SNAPSHOT, st.sampled_from(["none", "single", "mixed"]),
