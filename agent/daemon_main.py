@@ -44,26 +44,18 @@ def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -
 
 
 def _node_outputs(args: Any, live: bool) -> Callable[[Generation], List[Any]]:
-    """The Node verdict (labels, condition, NFD file: agent/kube/publish.py) for each Report.
-    On a fixture (--bundle/--host-root) only when the config names the kubeconfig or NFD path
-    itself: a fixture's verdict must never land on the developer's own Node by default."""
+    """The Node verdict (labels, condition, NFD file: agent/kube/publish.py) for each Report,
+    for the live machine only. A fixture (--bundle/--host-root) is never published, whatever
+    the config names: "live" is the source type, as for `check --apply` (a bundle's verdict on
+    this machine's Node, or in its NFD directory, would be a verdict about another host)."""
 
     def make(gen: Generation) -> List[Any]:
         kube, nfd = gen.config.kube, gen.config.nfd
-        wanted = kube.enabled or nfd.enabled
-        if not live:
-            wanted = (kube.enabled and "kubeconfig" in kube.model_fields_set) or (
-                nfd.enabled and "path" in nfd.model_fields_set)
-        if not wanted:
+        if not live or not (kube.enabled or nfd.enabled):
             return []
         from agent.kube.publish import Publisher
 
-        host = None
-        if args.host_root is not None:
-            from agent.hosts import tree_host
-
-            host = tree_host(args.host_root)
-        return [Publisher(gen.config, dry_run=bool(getattr(args, "dry_run", False)), host=host)]
+        return [Publisher(gen.config, dry_run=bool(getattr(args, "dry_run", False)))]
 
     return make
 

@@ -358,3 +358,25 @@ def test_packed_bundle_under_an_audit_hook_reads_nothing_outside(place):
     assert result["relative"] > 0  # the extractor did go through directory descriptors
     assert result["rc"] in (0, 1) and json.loads(result["report"])["checks"]
     assert os.listdir(tmpdir) == []
+
+
+@pytest.mark.parametrize("where", [{"bundle": "b", "host_root": None},
+                                   {"bundle": None, "host_root": "/"}])
+def test_run_never_publishes_a_fixture_even_when_the_config_names_a_kubeconfig(where):
+    from types import SimpleNamespace
+
+    from agent.config import Config
+    from agent.daemon_main import _node_outputs
+
+    config = Config.model_validate({"kube": {"kubeconfig": "/etc/kubernetes/kubelet.conf"},
+                                    "nfd": {"path": "/etc/kubernetes/node-feature-discovery"
+                                                    "/features.d/gpu-node-agent"}})
+    args = SimpleNamespace(dry_run=False, **where)
+    live = where["bundle"] is None and where["host_root"] is None  # as daemon_main decides
+    assert _node_outputs(args, live)(SimpleNamespace(config=config)) == []
+    # The same config on the live machine does publish (the control).
+    live_args = SimpleNamespace(dry_run=True, bundle=None, host_root=None)
+    outputs = _node_outputs(live_args, True)(SimpleNamespace(config=config))
+    assert [type(o).__name__ for o in outputs] == ["Publisher"]
+    for out in outputs:
+        out.close()
