@@ -506,7 +506,9 @@ class _SignalGuard:
         saved, self._saved = self._saved, []
         for sig, handler in saved:
             try:
-                signal.signal(sig, handler)
+                # Only if still ours: a handler installed meanwhile (the daemon's) stays.
+                if signal.getsignal(sig) is _raise_exit:
+                    signal.signal(sig, handler)
             except (ValueError, OSError):
                 continue
 

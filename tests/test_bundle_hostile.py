@@ -380,3 +380,28 @@ def test_run_never_publishes_a_fixture_even_when_the_config_names_a_kubeconfig(w
     assert [type(o).__name__ for o in outputs] == ["Publisher"]
     for out in outputs:
         out.close()
+
+
+def test_signal_handlers_are_restored_and_a_later_handler_is_kept(tmp_path):
+    import signal as sig
+
+    from agent.bundle import load_bundle
+
+    archive = write_tar(tmp_path / "ok.tar.gz", [reg("bundle.yaml", META), dirm("root")])
+    before = sig.getsignal(sig.SIGTERM)
+    sig.signal(sig.SIGTERM, sig.SIG_DFL)
+    try:
+        loaded = load_bundle(archive)
+        assert sig.getsignal(sig.SIGTERM) is not sig.SIG_DFL  # ours while unpacked
+        loaded.close()
+        assert sig.getsignal(sig.SIGTERM) is sig.SIG_DFL
+        loaded = load_bundle(archive)
+
+        def daemons_own(*_):
+            return None
+
+        sig.signal(sig.SIGTERM, daemons_own)  # installed while the bundle is open
+        loaded.close()
+        assert sig.getsignal(sig.SIGTERM) is daemons_own
+    finally:
+        sig.signal(sig.SIGTERM, before)
