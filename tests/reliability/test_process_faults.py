@@ -62,7 +62,9 @@ def test_bad_config_on_reload_keeps_the_old_one_and_a_100_mb_file_is_never_read(
         cfg.write_text("run: [unclosed\n")
         agent.signal(signal.SIGHUP)
         wait_for(lambda: agent.text().count("config reload failed") == 1, 20, "reload failure")
-        assert _one(_metrics(port), "gpu_node_agent_config_last_reload_successful") == 0
+        # the exposition is re-rendered by the cycle the reload triggers
+        wait_for(lambda: _one(_metrics(port), "gpu_node_agent_config_last_reload_successful")
+                 == 0, 20, "reload metric 0")
         with open(cfg, "wb") as fh:  # 100 MB of a valid-looking YAML comment
             chunk = b"# " + b"x" * (1024 * 1024 - 3) + b"\n"
             for _ in range(100):
