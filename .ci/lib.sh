@@ -89,6 +89,12 @@ WRAPPER
 install_without_services() {
   local units=$1 guard=""
   shift
+  if [ "$(id -u)" -ne 0 ]; then
+    # A developer's run without root: the tests that need these skip, naming the script;
+    # CI runs as root, and its integration step fails on any such skip.
+    echo "not root: not installing $*; the tests that need them will skip" >&2
+    return 0
+  fi
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
     chmod 755 /usr/sbin/policy-rc.d
