@@ -188,3 +188,19 @@ def test_cdi_spec_alias_bomb_on_a_host_is_the_checks_verdict_naming_the_file(tmp
     (check,) = json.loads(result.stdout)["checks"]
     assert check["status"] in ("unknown", "fail"), check
     assert "/etc/cdi/nvidia.yaml" in check["summary"] and "alias" in check["summary"], check
+
+
+def test_a_toml_bomb_under_root_is_the_containerd_checks_verdict(tmp_path):
+    # 3.9 MB of empty tables: tomllib would take ~820 MiB (the unit's cap is 128 MiB). A host
+    # file, not input to the command: the containerd checks report it naming the file.
+    b = _dir_bundle(tmp_path)
+    conf = b / "root" / "etc" / "containerd"
+    conf.mkdir(parents=True)
+    (conf / "config.toml").write_text("".join(f"[t{i}]\n" for i in range(400_000)))
+    result = _cli("check", "--bundle", str(b), "--only", "containerd-nvidia-runtime",
+                  "--path", "device-plugin", "--format", "json", tmp_path=tmp_path)
+    assert result.returncode == 1, result.stderr[-800:]
+    (check,) = json.loads(result.stdout)["checks"]
+    assert check["status"] in ("unknown", "fail"), check
+    assert "/etc/containerd/config.toml" in check["summary"], check
+    assert "more than 10000" in check["summary"], check
