@@ -381,3 +381,19 @@ def test_kubelet_not_gated_details_and_long_output_cut_at_60(tmp_path):
     noise = "x" * 70
     odd = KUBELET_VERSION.run(_commands_host(tmp_path / "b", KUBELET, noise), _resolved("dra"))
     assert odd.summary == f"unrecognised `kubelet --version` output: {'x' * 60!r}"
+
+
+def test_resolved_policy_setting_falls_back_to_the_callers_default():
+    rp = ResolvedPolicy(_policy(), "dra", settings={"expected_gpus": 8})
+    assert rp.setting("expected_gpus", 4) == 8
+    assert rp.setting("absent", 4) == 4
+    assert rp.setting("absent") is None
+
+
+def test_xid_overrides_reach_the_policy():
+    from checks.xid_policy import load_xid_policy
+
+    xid = load_xid_policy({"codes": {"13": {"class": "ignore"}}})
+    assert xid.klass(13) == "ignore" and xid.codes[13].catalog == "RESTART_APP"
+    merged = load_policy(1, {"xid": {"default_threshold": {"count": 20}}}).xid
+    assert (merged.default_threshold.count, merged.default_threshold.window_s) == (20, 3600)
