@@ -95,7 +95,17 @@ TRAPS = st.sampled_from([
     "current-context: *e\n",
     b"\xff\xfe not UTF-8\n",
 ])
-TEXT_FILE = st.one_of(DOC.map(_dump), DOC.map(_dump), TRAPS, TEXT, NASTY)
+# The right skeleton (names that resolve, an https server) with any cluster and user
+# section: most of these get as far as materialising key material, then may fail.
+SKELETON = st.builds(
+    lambda cluster, user: {
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        "clusters": [{"name": "k", "cluster": dict(cluster, server="https://127.0.0.1:6443")}],
+        "users": [{"name": "u", "user": user}]},
+    CLUSTER, USER)
+TEXT_FILE = st.one_of(SKELETON.map(_dump), SKELETON.map(_dump), DOC.map(_dump), TRAPS, TEXT,
+                      NASTY)
 EXEC_STATUS = st.fixed_dictionaries({}, optional={
     "token": _maybe(NASTY),
     "clientCertificateData": _maybe(st.sampled_from([_CERT.decode(), "garbage", ""])),
