@@ -60,7 +60,11 @@ def converged(ansible_ok, unit_src, tmp_path_factory) -> Dict[str, Any]:
     # the passing gate skips nothing: the agent itself confirms it first.
     from tests.conftest import run_cli
 
-    gaps = run_cli(["check", "--format", "json", "--config", "/dev/null", "--bundle", str(HEALTHY)]).json()["gate"]["blocking"]
+    # An empty config file (the built-in defaults): configs are read only as regular files, so
+    # /dev/null is refused like any device.
+    empty = work / "empty-config.yaml"
+    empty.write_text("")
+    gaps = run_cli(["check", "--format", "json", "--config", str(empty), "--bundle", str(HEALTHY)]).json()["gate"]["blocking"]
     assert gaps == [], f"{HEALTHY.name} no longer passes {gaps}"
     base["gpu_node_agent_gate_skip"] = gaps
     runs = [harness.playbook(work / "run", base) for _ in range(2)]
