@@ -397,3 +397,60 @@ def test_xid_overrides_reach_the_policy():
     assert xid.klass(13) == "ignore" and xid.codes[13].catalog == "RESTART_APP"
     merged = load_policy(1, {"xid": {"default_threshold": {"count": 20}}}).xid
     assert (merged.default_threshold.count, merged.default_threshold.window_s) == (20, 3600)
+
+
+def test_gate_is_not_strict_unless_asked():
+    warn = [_result(c, Status.WARN if c.id == "driver-loaded" else Status.PASS) for c in ALL_CHECKS]
+    assert evaluate_gate(warn, "dra").open is True
+    assert evaluate_gate(warn, "dra", True).blocking == ("driver-loaded",)
+
+
+def test_strict_gate_uses_the_checks_verdict_on_that_path():
+    """A check decided per path (CheckResult.by_path): its verdict on the gate's path, not
+    the report path's, closes or keeps open that gate, strict or not."""
+    from agent.model import PathOutcome
+
+    check = next(c for c in ALL_CHECKS if c.id == "driver-branch")
+    on_dp = {"device-plugin": PathOutcome(Status.WARN, "past end of life", "")}
+    res = CheckResult(id=check.id, title=check.title, severity=check.severity,
+                      status=Status.PASS, summary="ok", remediation="", gates=tuple(check.gates),
+                      details={}, duration_s=0.0, by_path=on_dp)
+    assert evaluate_gate([res], "device-plugin", strict=True).blocking == ("driver-branch",)
+    assert evaluate_gate([res], "dra", strict=True).open is True
+    assert evaluate_gate([res], "device-plugin").open is True
+
+
+def test_build_report_keeps_its_context():
+    from agent.report import build_report
+
+    results = [_result(c, Status.PASS) for c in ALL_CHECKS]
+    rep = build_report(results, "dra", False, "h", 0.0, "0", context={"kube": {"node": "n"}})
+    assert rep.context == {"kube": {"node": "n"}}
+    assert set(rep.gates) == set(PATHS) and rep.gate is rep.gates["dra"]
+
+
+def test_policy_defaults_load_without_arguments_and_unknown_versions_are_named():
+    from checks.policy import default_policy_data
+    from checks.xid_policy import default_xid_data, merge_xid_data
+
+    assert default_policy_data()["policy_version"] == 1
+    assert default_xid_data()["policy_version"] == 1
+    assert merge_xid_data()["codes"][160]["class"] == "reboot"
+    with pytest.raises(ValueError) as err:
+        load_policy(2)
+    assert str(err.value) == "policy_version 2 is not known to this agent (knows: 1)"
+
+
+def test_xid_overrides_merge_per_code_and_per_field_and_reject_bad_shapes():
+    import pydantic
+
+    from checks.xid_policy import load_xid_policy
+
+    new = load_xid_policy({"codes": {156: {"class": "reset-gpu", "catalog": "RESET_GPU"}}})
+    assert new.klass(156) == "reset-gpu" and new.is_sticky(156)
+    assert load_xid_policy({"default_class": "ignore"}).klass(9999) == "ignore"
+    th = load_xid_policy({"default_threshold": {"status": "fail"}}).default_threshold
+    assert (th.count, th.window_s, th.status) == (10, 3600, "fail")
+    for bad in ({"codes": {13: "ignore"}}, {"default_threshold": 5}, {"source": {"a": 1}}):
+        with pytest.raises(pydantic.ValidationError):
+            load_xid_policy(bad)

@@ -221,3 +221,14 @@ def test_fatal_summary_is_cut_at_300_characters():
     text = fatal_summary(fatal)
     assert len(text) == 300
     assert text.startswith(f"GPU 0 ({PCI}): XID 48 (needs a GPU reset); GPU 1 ({PCI}): XID 48")
+
+
+def test_state_for_boot_keeps_this_boots_state_and_drops_another_boots():
+    from checks.xid_eval import state_for_boot
+
+    sticky = {"boot_id": "b1", "faults": [{"code": 79}], "clears": [{"selector": "all"}]}
+    assert state_for_boot(sticky, "b1") == {"faults": [{"code": 79}],
+                                            "clears": [{"selector": "all"}]}
+    assert state_for_boot(sticky, "b2") == {"faults": [], "clears": []}
+    assert state_for_boot(None, "b1") == {"faults": [], "clears": []}
+    assert state_for_boot("garbage", "b1") == {"faults": [], "clears": []}
