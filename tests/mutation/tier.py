@@ -96,8 +96,8 @@ NAMED: Tuple[Tuple[str, str, str, str, Tuple[str, ...]], ...] = (
     ("unreadable boot id drops sticky faults", "checks/xid_eval.py",
      'if sticky.get("boot_id") is not None and boot_id is not None and sticky["boot_id"] != boot_id:',
      'if sticky.get("boot_id") != boot_id:',
-     ("tests/checks/test_gpu_xid.py", "tests/checks/test_gpu_xid_ecc_sticky.py",
-      "tests/unit/test_state.py")),
+     ("tests/reliability/test_state_faults.py::"
+      "test_sticky_faults_kept_when_the_boot_id_is_unreadable",)),
 )
 
 
