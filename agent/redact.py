@@ -258,6 +258,8 @@ _STRING = re.compile(
 )
 _BLOCK_SCALAR = re.compile(r"^[|>][-+0-9]*[ \t]*(?:#.*)?$")
 _EMPTY = ("", "null", "~", "{}", "[]", '""', "''")
+# Booleans as TOML 1.0 and JSON (RFC 8259) spell them, and YAML 1.2's core schema variants.
+_BOOLEANS = ("true", "false", "True", "False", "TRUE", "FALSE")
 # A quoted or bare inline pair anywhere on a line: TOML inline tables, one-line JSON.
 _INLINE_PAIR = re.compile(
     rf"""(?P<key>{_KEY_ELEM})(?P<sep>[ \t]*[:=][ \t]*)"""
@@ -354,6 +356,10 @@ def _redact_field(lines: List[str], i: int, m: "re.Match[str]") -> Tuple[List[st
     # A bare value: up to a trailing comma (JSON) or a comment.
     bm = re.match(r"^(?P<v>.*?)(?P<tail>[ \t]*,?[ \t]*(?:[ \t]#.*)?)$", value)
     tail = bm.group("tail") if bm else ""
+    if bm and bm.group("v") in _BOOLEANS:
+        # One bit, kept by the structural walk too (_secret_value); a bare REDACTED here would
+        # not parse, and the file would lose its layout and comments to re-emission.
+        return [lines[i]], i + 1
     return [lead + REDACTED + tail + nl], i + 1
 
 
