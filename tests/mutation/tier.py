@@ -46,7 +46,8 @@ MUTMUT_IGNORE = ["--ignore=tests/checks/test_bundle_isolation.py"]
 # be reproducible) nor integration (real daemons; minutes per mutant).
 MUTMUT_TESTS = ["tests/unit", "tests/checks", "tests/test_policy_tables.py",
                 "tests/test_xid_policy_table.py", "tests/test_nvml_constants.py",
-                "tests/test_safety_guards.py", "tests/test_xid_eval.py"]
+                "tests/test_safety_guards.py", "tests/test_xid_eval.py",
+                "tests/test_reconcile_messages.py"]
 
 # (name, file, old text, new text, tests that must fail). The texts are exact; a mutation
 # whose old text is gone (the code moved) is reported as "cannot apply", which fails too, so
