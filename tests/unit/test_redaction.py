@@ -412,10 +412,12 @@ def _renderings(value, kind):
                                   default_flow_style=False) for u in (False, True))
 
 
-# Found by a 20,000-example run (300 here missed it): the secret "fals" is a prefix of the
-# boolean `false` kept under the other password key. Nothing leaked (the string is gone from
-# the structure); the old substring check mistook the keyword for the secret.
+# Found by 20,000-example runs (300 here missed them): the secret "fals" is a prefix of the
+# boolean `false` kept under the other password key, and "true" is that boolean's spelling.
+# Nothing leaked (the string is gone from the structure); the old substring check mistook the
+# keyword for the secret.
 @example(data={"password": False, "Password": {"password": "fals"}})
+@example(data={"password": "true", "Password": True})
 @settings(max_examples=300, deadline=None)
 @given(_TREE)
 def test_any_document_redacts_to_the_expected_structure_in_every_format(data):
