@@ -6,7 +6,7 @@ each kind gets its own summary and fix; the GPU health checks then skip naming i
 from typing import Any, Dict, Tuple
 
 from checks.base import ALL_PATHS, Check, Interval, Outcome, Severity, failed, passed, unknown
-from checks.gpu_common import malformed, snapshot_problem
+from checks.gpu_common import malformed, snapshot_problem, text
 
 # kind -> (summary, remediation). Messages name the missing library or driver.
 KINDS: Dict[str, Tuple[str, str]] = {
@@ -59,8 +59,9 @@ def _nvml_responsive(host: Any, policy: Any) -> Outcome:
         return malformed(problem)
     err = snap.get("error")
     if err:
-        kind = str(err.get("kind", "unknown"))
-        message = str(err.get("message") or "")
+        # text(): printable (a JSON "\ud800" is a lone surrogate no stream can encode)
+        kind = text(err.get("kind") or "unknown")
+        message = text(err.get("message") or "", 200)
         details = {"kind": kind, "message": message, "nvml_code": err.get("nvml_code")}
         if kind in NOT_A_VERDICT:  # the agent's own state, not the host's: cannot tell
             why = f"NVML not read: {kind}" + (f" ({message})" if message else "")
@@ -74,8 +75,8 @@ def _nvml_responsive(host: Any, policy: Any) -> Outcome:
     took = f" in {worker['wall_s']:.2f}s" if isinstance(worker.get("wall_s"), (int, float)) else ""
     lost = [g.get("index") for g in snap.get("gpus") or [] if g.get("error")]
     return passed(
-        f"NVML {snap.get('nvml_version') or '?'} answered{took}: {count} GPU(s), "
-        f"driver {snap.get('driver_version') or '?'}"
+        f"NVML {text(snap.get('nvml_version') or '?')} answered{took}: {count} GPU(s), "
+        f"driver {text(snap.get('driver_version') or '?')}"
         + (f"; GPU {', '.join(map(str, lost))} not readable (see gpu-count)" if lost else ""),
         device_count=count,
         driver_version=snap.get("driver_version"),
