@@ -88,6 +88,8 @@ def test_lone_surrogate_in_a_label_prints():
                                     "error": {"kind": "gpu_lost", "message": "\udcff"}}]})
     assert str(out.status) == "fail"
     out.summary.encode("utf-8")  # would raise UnicodeEncodeError before
+    out = run(NVML_RESPONSIVE, {"error": {"kind": "nvml_error", "message": "bad \ud800"}})
+    assert str(out.status) == "fail" and out.summary == "NVML failed: nvml_error (bad ?)"
 
 
 # -- kernel log lines ----------------------------------------------------------------------
