@@ -144,3 +144,19 @@ def test_rfc3339_is_utc_whatever_the_local_zone(monkeypatch):
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_reason_when_a_blocking_check_has_no_result():
+    assert closed_reason(_Report(["ghost"])) == REASON_FAILED
+
+
+def test_a_label_already_set_stays_while_a_reopened_gate_counts_its_runs():
+    from agent.kube.reconcile import plan
+    from tests.kube_reports import config
+
+    alloc = "workload.example.com/gpu-allocation"
+    node = {"metadata": {"name": "n", "labels": {alloc: "dra"}, "annotations": {}}, "spec": {},
+            "status": {"conditions": []}}
+    p = plan(report(), node, config(consecutive_opens=3).kube, 1, 1.8e9)
+    assert p.labels[alloc] == "dra"
+    assert alloc not in ((p.node_patch.get("metadata") or {}).get("labels") or {})
