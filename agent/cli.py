@@ -233,7 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
-    """Issue 5: clear a sticky GPU fault (docs/xid.md); takes the state file's lock."""
+    """Clear a sticky GPU fault (docs/xid.md); takes the state file's lock."""
     from agent.clear import ClearUsageError, clear
     from agent.logs import setup
 

@@ -161,7 +161,7 @@ class RunConfig(_Section):
 
 
 class TimeSyncConfig(_Section):
-    # |offset| limits for time-sync (docs/time-sync.md): 100 ms warns, 1 s fails (issue 6).
+    # |offset| limits for time-sync (docs/time-sync.md): 100 ms warns, 1 s fails.
     offset_warn_s: float = Field(default=0.1, gt=0)
     offset_fail_s: float = Field(default=1.0, gt=0)
     # chronyd's command socket when not the default /run/chrony/chronyd.sock (chronyc -h).

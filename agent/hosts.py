@@ -35,7 +35,7 @@ def live_host(config: Any = None, gpus: Any = None) -> Host:
     return Host(
         "/", commands=SubprocessCommands(), gpus=gpus,
         facts=with_kube_facts(LiveFacts(sticky_path=sticky_path(config)), config),
-        kmsg=since_boot_lines(run=SubprocessCommands().run),  # issue 5: NVRM lines since boot
+        kmsg=since_boot_lines(run=SubprocessCommands().run),  # NVRM lines since boot (docs/xid.md)
         description="this host",
         live=True,
     )

@@ -177,7 +177,7 @@ class LiveFacts:
             return dev_nodes("/")
         if name == "adjtimex":
             return adjtimex()
-        if name == "sticky" and self._sticky_path:  # issue 5: the daemon's sticky faults
+        if name == "sticky" and self._sticky_path:  # the daemon's sticky faults (docs/xid.md)
             from agent.state import read_state_file
 
             return read_state_file(self._sticky_path)

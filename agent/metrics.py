@@ -35,7 +35,7 @@ class MetricsInput:
     last_run: Mapping[str, float] = field(default_factory=dict)  # check id -> unix time
     gpus: Optional[Mapping[str, Any]] = None  # the GPU snapshot (docs/gpu-snapshot.md)
     nvml_stats: Mapping[str, int] = field(default_factory=dict)
-    # Issue 5's hook: (gpu index, XID code) -> count of events since boot. Exported as a
+    # The XID monitor's hook: (gpu index, XID code) -> count of events since boot. Exported as a
     # counter: it only grows within a boot, and a reboot resets it like a restart would.
     xid_counts: Mapping[Tuple[str, str], int] = field(default_factory=dict)
     last_success: Optional[float] = None  # unix time the last full cycle completed
@@ -124,7 +124,7 @@ def render(inp: MetricsInput) -> bytes:
     results = {r.id: r for r in report.results} if report else {}
     _agent(out, inp, report)
     _checks(out, inp, results)
-    out.family("gate_open", "gauge", "1 when the allocation path's gate is open (DESIGN.md).", (
+    out.family("gate_open", "gauge", "1 when the allocation path's gate is open.", (
         ((("path", p),), float(report.gates[p].open) if report else 0.0) for p in PATHS))
     out.family("allocation_path_info", "gauge", "The configured allocation path.",
                [((("path", inp.path),), 1.0)])

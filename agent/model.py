@@ -1,7 +1,7 @@
 """The core's types: check metadata, results, allocation paths.
 
 Checks depend on these types only; the engine, the report and the outputs consume them.
-Statuses are lowercase strings everywhere (JSON, metric labels, text), as DESIGN.md says.
+Statuses are lowercase strings everywhere (JSON, metric labels, text): docs/json-output.md.
 """
 from dataclasses import dataclass, field
 from enum import Enum
@@ -38,7 +38,7 @@ class Interval(str, Enum):
         return self.value
 
 
-# Allocation paths, in the order DESIGN.md's gating matrix lists them.
+# Allocation paths, in the order of the README's gating table.
 PATHS: Tuple[str, ...] = ("device-plugin", "dra", "operator-clusterpolicy", "operator-gpucluster")
 ALL_PATHS = PATHS
 DRA_PATHS: Tuple[str, ...] = ("dra", "operator-gpucluster")

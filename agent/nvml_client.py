@@ -219,7 +219,7 @@ class NvmlClient:
             except ValueError:
                 continue
             if not isinstance(reply, dict) or reply.get("id") != req_id:
-                continue  # an event line (issue 5) or a stale reply: not ours
+                continue  # an event line or a stale reply: not ours
             if not reply.get("ok"):
                 return {"kind": "worker_error", "message": str(reply.get("message"))}
             self._answered = True

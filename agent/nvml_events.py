@@ -7,9 +7,10 @@ registers ``nvmlEventTypeXidCriticalError`` on every GPU and writes one JSON lin
     {"event": "xid", "code": 48, "index": 2, "uuid": "GPU-...", "pci_bus_id": "...", "mono_us": ...}
     {"event": "error", "kind": "gpu_lost", "nvml_code": 15, "message": "..."}   then exit 1
 
-This module never imports pynvml (only the NVML worker does, DESIGN.md); the worker hands the
-module in. Events have no timestamp of their own in NVML (nvmlEventData_t), so the worker
-stamps them with CLOCK_MONOTONIC, the clock the kernel log's timestamps are compared with.
+This module never imports pynvml (only the NVML worker does: docs/architecture.md); the
+worker hands the module in. Events have no timestamp of their own in NVML (nvmlEventData_t),
+so the worker stamps them with CLOCK_MONOTONIC, the clock the kernel log's timestamps are
+compared with.
 
 Agent side: ``NvmlEventStream(on_event, env=...)`` runs that process, reads its lines in a
 thread and calls ``on_event`` (e.g. ``XidMonitor.feed_nvml``). It is a separate process from

@@ -12,7 +12,7 @@ cancelled; a process can be killed). Requests:
 
 The snapshot's schema is docs/gpu-snapshot.md (schema_version 1).
 
-XID streaming (issue 5): ``python -m agent.nvml_worker --events`` runs
+XID streaming: ``python -m agent.nvml_worker --events`` runs
 ``agent.nvml_events.events_main`` instead, a separate process whose nvmlEventSetWait thread
 never delays a snapshot. (Lines without an "id" are events; the snapshot client skips them.)
 """
@@ -224,7 +224,7 @@ class Worker:
 
     def send(self, message: Dict[str, Any]) -> None:
         line = json.dumps(message, separators=(",", ":"))
-        with self.out_lock:  # the event thread (issue 5) writes on the same pipe
+        with self.out_lock:  # the event thread writes on the same pipe
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
 
@@ -298,7 +298,7 @@ class Worker:
 def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if "--events" in args:
-        # XID streaming (issue 5) runs in its own worker process (agent/nvml_events.py), so a
+        # XID streaming runs in its own worker process (agent/nvml_events.py), so a
         # thread blocked in nvmlEventSetWait never delays a snapshot; pynvml is handed in.
         from agent.nvml_events import events_main
 

@@ -1,4 +1,4 @@
-"""The Node name: the one the kubelet registered, found in the order DESIGN.md gives.
+"""The Node name: the one the kubelet registered, found in the order docs/kubernetes.md gives.
 
 1. the config (`kube.node_name`);
 2. nodeadm's NodeConfig `spec.hybrid.nodeName` (on SSM hybrid nodes an `mi-...` managed
@@ -34,7 +34,7 @@ NODEADM_CONFIGS = (
     "/etc/nodeadm/nodeConfig.yaml",
 )
 # Where kubelet flags live: nodeadm's environment file, kubeadm's flags file, distro
-# defaults files, Canonical Kubernetes' args file (DESIGN.md "Host layouts").
+# defaults files, Canonical Kubernetes' args file (docs/kubernetes.md).
 KUBELET_ARGS_FILES = (
     "/etc/eks/kubelet/environment",
     "/var/lib/kubelet/kubeadm-flags.env",
