@@ -1,8 +1,8 @@
 """allocation-owner (host evidence): exactly one owner publishes the GPUs to the kubelet, and
 it is the one the configured allocation path expects. Its details also say whether GPUs are
-in use through that owner, for the label guard (DESIGN.md "Verdict to the cluster").
+in use through that owner, for the label guard (docs/kubernetes.md).
 
-Host layout (DESIGN.md): device plugins serve /var/lib/kubelet/device-plugins/nvidia-*.sock;
+Host layout: device plugins serve /var/lib/kubelet/device-plugins/nvidia-*.sock;
 the DRA plugin registers plugins_registry/gpu.nvidia.com-reg.sock and serves
 plugins/gpu.nvidia.com/dra.sock.
 """

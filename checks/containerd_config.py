@@ -37,7 +37,7 @@ CRI_V3_RUNTIME = "io.containerd.cri.v1.runtime"
 # (pkg/cri/config migration); the only ones these checks read.
 _RUNTIME_KEYS = ("containerd", "enable_cdi", "cdi_spec_dirs")
 MAX_FILES = 64  # a loop of globbed imports must not run forever on a hostile tree
-# Where drop-ins live on the hosts DESIGN.md lists (nodeadm: config.d, nvidia-ctk >= 1.18.1
+# Where drop-ins live on the hosts we support (nodeadm: config.d, nvidia-ctk >= 1.18.1
 # and Canonical Kubernetes: conf.d); scanned to explain a handler that is defined but not
 # imported.
 DROPIN_GLOBS = ("/etc/containerd/conf.d/*.toml", "/etc/containerd/config.d/*.toml")

@@ -1,7 +1,7 @@
 """What the GPU checks share: reading the snapshot (docs/gpu-snapshot.md) and turning
 per-GPU findings into one Outcome.
 
-Ownership (DESIGN.md): nvml-responsive owns NVML-level errors and gpu-count owns lost
+Ownership (docs/architecture.md): nvml-responsive owns NVML-level errors and gpu-count owns lost
 GPUs, so the per-GPU checks leave lost GPUs out (naming them) instead of failing again.
 A field NVML answered "not supported" for is not a fault (an H100 PCIe has no NVLink).
 

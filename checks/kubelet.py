@@ -16,7 +16,7 @@ from checks.base import (
     version_tuple,
 )
 
-# Canonical Kubernetes (k8s snap) keeps its kubelet off PATH (DESIGN.md host layouts).
+# Canonical Kubernetes (k8s snap) keeps its kubelet off PATH (docs/kubernetes.md).
 KUBELET_ARGVS = (("kubelet", "--version"), ("/snap/k8s/current/bin/kubelet", "--version"))
 
 

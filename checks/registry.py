@@ -22,7 +22,7 @@ from checks.runtimeclass import RUNTIMECLASS_HANDLER
 from checks.time_sync import TIME_SYNC
 from checks.toolkit import TOOLKIT_VERSION
 
-# DESIGN.md's catalog order: the host stack first, then the container stack, then health.
+# Report order: the host stack first, then the container stack, then health.
 ALL_CHECKS: Tuple[Check, ...] = (
     OS_SUPPORTED,
     DRIVER_LOADED,

@@ -1,7 +1,7 @@
 """The foundation's checks on fixture hosts: pass, and each way each one fails.
 
 Expected values are facts of the fixtures (the driver version in the real
-/proc/driver/nvidia/version file, the branch minimums DESIGN.md sets), not copied output.
+/proc/driver/nvidia/version file, the branch minimums the policy cites), not copied output.
 """
 import pytest
 

@@ -70,7 +70,7 @@ def test_each_failure(name, check_id, status, gpu, needle):
     else:
         others = {i: c["status"] for i, c in checks.items() if i != check_id}
         assert set(others.values()) == {"pass"}, others
-    # Gating per DESIGN.md: critical checks close every path's gate on fail/unknown.
+    # Gating (README): critical checks close every path's gate on fail/unknown.
     closes = check_id in CRITICAL and status in ("fail", "unknown")
     assert doc["gate"]["open"] is not closes and rc == (1 if closes else 0)
     assert (check_id in doc["gate"]["blocking"]) is closes
