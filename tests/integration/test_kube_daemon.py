@@ -14,10 +14,9 @@ from agent.logs import setup
 from agent.model import Check, Interval, Severity, passed
 from agent.sdnotify import Notifier
 from tests.integration.agentproc import wait_for
-from tests.kube_double import KubeDouble, kubeconfig_yaml
+from tests.kube_setup import NODE, serve_node
 
 pytestmark = pytest.mark.integration
-NODE = "gpu-host-1"
 
 
 def _config(kc):
@@ -30,13 +29,7 @@ def _config(kc):
 
 @pytest.fixture
 def api(tmp_path):
-    double = KubeDouble(str(tmp_path)).start()
-    double.add_node(NODE)
-    double.add_token("t", f"system:node:{NODE}")
-    kc = tmp_path / "kubeconfig"
-    kc.write_text(kubeconfig_yaml(double.url, double.ca.path, {"token": "t"}))
-    yield double, str(kc)
-    double.stop()
+    yield from serve_node(tmp_path, token="t")
 
 
 def _daemon(tmp_path, config):

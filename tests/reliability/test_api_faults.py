@@ -13,49 +13,30 @@ import socket
 
 import pytest
 
-from agent.config import Config
 from agent.daemon import Daemon, Source
-from agent.kube.publish import Publisher
 from agent.logs import setup
 from agent.model import Interval, passed
 from agent.sdnotify import Notifier
 from tests.integration.agentproc import wait_for
 from tests.kube_certs import CA
-from tests.kube_double import KubeDouble, kubeconfig_yaml
+from tests.kube_double import kubeconfig_yaml
 from tests.kube_reports import report
+from tests.kube_setup import NODE, T0, Clock, make_publisher, serve_node
 from tests.reliability.helpers import HEALTHY_ROOT, Running, check, generation, scrape
 
-NODE = "gpu-host-1"
 HEALTH = "workload.example.com/gpu-healthy"
-T0 = 1_800_000_000.0
 HEARTBEAT = 300.0  # the default heartbeat interval: the cap on any Retry-After
-
-
-class Clock:
-    def __init__(self, t=T0):
-        self.t = t
-
-    def __call__(self):
-        return self.t
 
 
 @pytest.fixture
 def api(tmp_path):
-    double = KubeDouble(str(tmp_path)).start()
-    double.add_node(NODE)
-    double.add_token("node-token", f"system:node:{NODE}")
-    kc = tmp_path / "kubeconfig"
-    kc.write_text(kubeconfig_yaml(double.url, double.ca.path, {"token": "node-token"}))
-    yield double, str(kc)
-    double.stop()
+    yield from serve_node(tmp_path)
 
 
 def publisher(kc, clock, **kube):
-    kube.setdefault("node_name", NODE)
     kube.setdefault("consecutive_opens", 1)
-    cfg = Config.model_validate({"kube": {"kubeconfig": kc, "request_timeout": 2, **kube},
-                                 "nfd": {"enabled": False, "path": "/nonexistent/x"}})
-    return Publisher(cfg, clock=clock, rng=lambda: 1.0)
+    return make_publisher(kc, clock, extra={"nfd": {"enabled": False, "path": "/nonexistent/x"}},
+                          **kube)
 
 
 def healthy_written(double):

@@ -4,37 +4,19 @@ cannot be read (anonymous, wrong name with the identity from the certificate's C
 registered yet with a certificate)."""
 import pytest
 
-from agent.kube.publish import EVENT_BURST, Publisher
+from agent.kube.publish import EVENT_BURST
 from tests.kube_double import KubeDouble, kubeconfig_yaml
-from tests.kube_reports import config, report
-
-NODE = "gpu-host-1"
-T0 = 1_800_000_000.0
-
-
-class Clock:
-    def __init__(self, t=T0):
-        self.t = t
-
-    def __call__(self):
-        return self.t
+from tests.kube_reports import report
+from tests.kube_setup import NODE, Clock, make_publisher, serve_node
 
 
 @pytest.fixture
 def api(tmp_path):
-    double = KubeDouble(str(tmp_path)).start()
-    double.add_node(NODE)
-    double.add_token("node-token", f"system:node:{NODE}")
-    kc = tmp_path / "kubeconfig"
-    kc.write_text(kubeconfig_yaml(double.url, double.ca.path, {"token": "node-token"}))
-    yield double, str(kc)
-    double.stop()
+    yield from serve_node(tmp_path)
 
 
 def publisher(kc, clock, **kube):
-    kube.setdefault("node_name", NODE)
-    return Publisher(config(kubeconfig=kc, request_timeout=2, consecutive_opens=1, **kube),
-                     clock=clock, rng=lambda: 1.0)
+    return make_publisher(kc, clock, consecutive_opens=1, **kube)
 
 
 def test_open_closed_transitions_are_events_on_the_node(api):

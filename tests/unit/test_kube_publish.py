@@ -6,38 +6,21 @@ import pytest
 
 from agent.kube.publish import Publisher
 from agent.kube.reconcile import rfc3339
-from tests.kube_double import KubeDouble, kubeconfig_yaml
+from tests.kube_double import kubeconfig_yaml
 from tests.kube_reports import config, report
+from tests.kube_setup import NODE, Clock, make_publisher, serve_node
 
-NODE = "gpu-host-1"
 ALLOC = "workload.example.com/gpu-allocation"
 HEALTH = "workload.example.com/gpu-healthy"
-T0 = 1_800_000_000.0
-
-
-class Clock:
-    def __init__(self, t=T0):
-        self.t = t
-
-    def __call__(self):
-        return self.t
 
 
 @pytest.fixture
 def api(tmp_path):
-    double = KubeDouble(str(tmp_path)).start()
-    double.add_node(NODE, labels={"team": "ml"})
-    double.add_token("node-token", f"system:node:{NODE}")
-    kc = tmp_path / "kubeconfig"
-    kc.write_text(kubeconfig_yaml(double.url, double.ca.path, {"token": "node-token"}))
-    yield double, str(kc)
-    double.stop()
+    yield from serve_node(tmp_path, labels={"team": "ml"})
 
 
 def publisher(kc, clock, dry_run=False, **kube):
-    kube.setdefault("node_name", NODE)
-    cfg = config(kubeconfig=kc, request_timeout=2, **kube)
-    return Publisher(cfg, dry_run=dry_run, clock=clock, rng=lambda: 1.0)
+    return make_publisher(kc, clock, dry_run=dry_run, **kube)
 
 
 def labels(double):
