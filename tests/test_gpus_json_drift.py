@@ -8,13 +8,12 @@ naming the bundle and the first differing path. Needs gcc (CI installs it): a mi
 compiler is a failure, never a skip, because the check tests depend on these fixtures.
 """
 import json
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from agent.nvml_client import NvmlClient
 from tests.conftest import BUNDLES
+from tests.fixtures.make_gpu_bundles import snapshot
 from tests.nvml_sim import simlib
 
 pytestmark = pytest.mark.integration
@@ -59,24 +58,6 @@ def built(tmp_path_factory):
         pytest.fail(f"cannot build the simulated libnvidia-ml: {exc}")
 
 
-def _regenerate(built, tmp: Path, scenario: str, library: bool, deadline: Optional[float]):
-    """What make_gpu_bundles.snapshot() does, with the volatile fields pinned the same way."""
-    path = simlib.write_scenario(simlib.resolve(scenario), tmp / "scenario.json")
-    kwargs: Dict[str, Any] = {"first_deadline_s": 30.0}
-    if deadline is not None:
-        kwargs = {"deadline_s": deadline, "first_deadline_s": deadline}
-    client = NvmlClient(env=simlib.worker_env(built if library else None, path), **kwargs)
-    try:
-        snap = client.snapshot()
-    finally:
-        client.close()
-    snap.pop("duration_s", None)
-    snap.pop("worker", None)
-    if "message" in (snap.get("error") or {}):
-        snap["error"]["message"] = snap["error"]["message"].split("; worker pid")[0]
-    return snap
-
-
 def _first_difference(a: Any, b: Any, where: str = "") -> Optional[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b), key=str):
@@ -110,7 +91,7 @@ def test_every_committed_gpus_json_is_covered_by_this_drift_check():
 def test_committed_gpus_json_matches_the_worker_on_the_simulated_library(built, tmp_path, bundle):
     scenario, library, deadline = WORKER_BUNDLES[bundle]
     committed = json.loads((BUNDLES / bundle / "gpus.json").read_text())
-    regenerated = _regenerate(built, tmp_path, scenario, library, deadline)
+    regenerated = snapshot(built, tmp_path, scenario, library, deadline)
     regenerated["captured_at"] = committed.get("captured_at")
     diff = _first_difference(regenerated, committed)
     assert diff is None, (f"{bundle}/gpus.json drifted from the worker ({scenario}): {diff}; "
