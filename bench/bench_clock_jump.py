@@ -9,7 +9,6 @@ after it, as a ratio of the configured interval (1.0 = exactly on schedule), bes
 gap measured with no step in the same run (the reference).
 """
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ sys.path.insert(0, str(REPO))
 from agent.daemon_util import Clock  # noqa: E402
 from agent.model import passed  # noqa: E402
 from tests.integration.agentproc import wait_for  # noqa: E402
-from tests.reliability.helpers import Running, check, make_daemon  # noqa: E402
+from tests.reliability.helpers import Running, check, emit_json, make_daemon  # noqa: E402
 from tests.reliability.test_clock_faults import ShiftedWall  # noqa: E402
 
 
@@ -53,9 +52,7 @@ def main() -> int:
               "reference": _gap(args.interval, 0.0),
               "plus_1_day": _gap(args.interval, 86400.0),
               "minus_1_hour": _gap(args.interval, -3600.0)}
-    print(json.dumps(result, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    emit_json(result, args.json)
     return 0
 
 

@@ -10,8 +10,6 @@ MemoryMax=128M) and CPU seconds used during the attack. Half the attacker connec
 nothing; half send a partial request and one more header byte every 2 s.
 """
 import argparse
-import contextlib
-import json
 import sys
 import tempfile
 import threading
@@ -23,15 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.integration.agentproc import BUNDLES, start_agent, wait_for  # noqa: E402
-from tests.reliability.helpers import (  # noqa: E402
-    connect_from,
-    loopback,
-    raise_nofile,
-    scrape,
-    still_open,
-)
-
-PARTIAL = b"GET /metrics HTTP/1.1\r\nHost: agent\r\n"
+from tests.reliability.helpers import emit_json, raise_nofile, scrape, slowloris, still_open  # noqa: E402
 
 
 def _pct(values: List[float], p: float) -> float:
@@ -85,19 +75,8 @@ def main() -> int:
     try:
         reference = _scrapes(port, args.scrapes)
 
-        def attack() -> None:
-            for i in range(args.attackers):
-                sock = connect_from(loopback(i), port)
-                if i % 2:
-                    sock.sendall(PARTIAL)
-                holders.append(sock)
-            while not stop.wait(2.0):
-                for i, sock in enumerate(list(holders)):
-                    if i % 2:
-                        with contextlib.suppress(OSError):
-                            sock.send(b"X")
-
-        t = threading.Thread(target=attack, daemon=True)
+        t = threading.Thread(target=slowloris, args=(port, args.attackers, stop, holders),
+                             daemon=True)
         cpu0 = _cpu_s(agent.pid)
         t.start()
         wait_for(lambda: len(holders) == args.attackers, 120, "attacker connections")
@@ -120,9 +99,7 @@ def main() -> int:
         for sock in holders:
             sock.close()
         agent.stop()
-    print(json.dumps(result, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    emit_json(result, args.json)
     return 0
 
 

@@ -1,9 +1,12 @@
 """Shared pieces of the fault-matrix tests: loopback source addresses, scrapes with a
 timeout, an in-process daemon on a fixture tree, resource limits. Nothing here is a test."""
+import contextlib
 import http.client
+import json
 import resource
 import socket
 import threading
+from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from agent.config import Config
@@ -15,6 +18,7 @@ from agent.sdnotify import Notifier
 from tests.integration.agentproc import BUNDLES
 
 HEALTHY_ROOT = str(BUNDLES / "host-foundation-only" / "root")
+PARTIAL = b"GET /metrics HTTP/1.1\r\nHost: agent\r\n"  # a request whose headers never end
 
 
 def raise_nofile(wanted: int) -> None:
@@ -50,6 +54,32 @@ def still_open(sock: socket.socket) -> bool:
         return False
     finally:
         sock.setblocking(True)
+
+
+def slowloris(port: int, count: int, stop: threading.Event, holders: List[socket.socket]) -> None:
+    """Open ``count`` connections to ``port``, each from its own loopback address, appending
+    each to ``holders``: half send nothing; half send a partial request, then one header byte
+    every 2 s until ``stop`` is set (the slowloris pattern: each recv() gets a byte well inside
+    any idle timeout)."""
+    for i in range(count):
+        sock = connect_from(loopback(i), port)
+        if i % 2:
+            sock.sendall(PARTIAL)
+        holders.append(sock)
+    while not stop.wait(2.0):
+        for i, sock in enumerate(list(holders)):
+            if i % 2:
+                with contextlib.suppress(OSError):  # closed by the agent: as designed
+                    sock.send(b"X")
+
+
+def emit_json(result: Any, path: Optional[str]) -> None:
+    """For the bench scripts built on these helpers: print the figures as JSON, and write the
+    same JSON to ``path`` when one was given (``--json``)."""
+    text = json.dumps(result, indent=1)
+    print(text)
+    if path:
+        Path(path).write_text(text + "\n")
 
 
 def scrape(port: int, timeout: float = 10.0, headers: Optional[dict] = None,

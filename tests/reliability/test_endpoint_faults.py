@@ -11,26 +11,18 @@ from agent import httpserver, webconfig
 from agent.httpserver import MetricsServer
 from agent.webconfig import load_web_config
 from tests.integration.agentproc import BUNDLES, start_agent, wait_for
-from tests.reliability.helpers import connect_from, loopback, raise_nofile, scrape, still_open
+from tests.reliability.helpers import (
+    PARTIAL,
+    connect_from,
+    loopback,
+    raise_nofile,
+    scrape,
+    slowloris,
+    still_open,
+)
 
 ATTACKERS = 500
 SCRAPES = 100
-PARTIAL = b"GET /metrics HTTP/1.1\r\nHost: agent\r\n"  # a request whose headers never end
-
-
-def _attack(port, count, stop, holders):
-    """Half the connections send nothing; half send a partial request, then one header byte
-    every 2 s (the slowloris pattern: each recv() gets a byte well inside any idle timeout)."""
-    for i in range(count):
-        sock = connect_from(loopback(i), port)
-        if i % 2:
-            sock.sendall(PARTIAL)
-        holders.append(sock)
-    while not stop.wait(2.0):
-        for i, sock in enumerate(list(holders)):
-            if i % 2:
-                with contextlib.suppress(OSError):  # closed by the agent: as designed
-                    sock.send(b"X")
 
 
 def test_slowloris_500_idle_connections_leave_the_scraper_answered(tmp_path):
@@ -42,7 +34,7 @@ def test_slowloris_500_idle_connections_leave_the_scraper_answered(tmp_path):
                               "run:\n  fast_interval: 600\n")
     stop = threading.Event()
     holders = []
-    attacker = threading.Thread(target=_attack, args=(port, ATTACKERS, stop, holders),
+    attacker = threading.Thread(target=slowloris, args=(port, ATTACKERS, stop, holders),
                                 daemon=True)
     try:
         attacker.start()
