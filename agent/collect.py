@@ -230,15 +230,23 @@ class Tree:
             fd = nxt
         return fd
 
-    def write(self, host_path: str, data: bytes, mode: int = 0o600) -> bool:
+    def _open_parent(self, host_path: str) -> Optional[Tuple[int, str]]:
+        """A descriptor on host_path's parent (made under top, never through a link) and the
+        last component; None for an empty path or a parent that cannot be made. The caller
+        closes the descriptor."""
         parts = _parts(host_path)
         if not parts:
-            return False
+            return None
         fd = self._parent(parts[:-1])
-        if fd is None:
+        return None if fd is None else (fd, parts[-1])
+
+    def write(self, host_path: str, data: bytes, mode: int = 0o600) -> bool:
+        opened = self._open_parent(host_path)
+        if opened is None:
             return False
+        fd, name = opened
         try:
-            out = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW
+            out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW
                           | _O_CLOEXEC, mode, dir_fd=fd)
         except FileExistsError:
             return False
@@ -249,14 +257,12 @@ class Tree:
         return True
 
     def symlink(self, host_path: str, target: str) -> bool:
-        parts = _parts(host_path)
-        if not parts:
+        opened = self._open_parent(host_path)
+        if opened is None:
             return False
-        fd = self._parent(parts[:-1])
-        if fd is None:
-            return False
+        fd, name = opened
         try:
-            os.symlink(target, parts[-1], dir_fd=fd)
+            os.symlink(target, name, dir_fd=fd)
             return True
         except FileExistsError:
             return False
