@@ -24,4 +24,4 @@ for series in 1.6 1.7 2.1; do
     *) echo "containerd-$series: unexpected version: $out" >&2; exit 1 ;;
   esac
 done
-"$GNA_CI_CACHE/runc/root/usr/sbin/runc" --version | head -n 1
+"$GNA_CI_CACHE/runc/root/usr/sbin/runc" --version | sed -n 1p  # sed reads it all: head could close the pipe first (EPIPE under pipefail)

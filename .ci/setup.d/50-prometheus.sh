@@ -12,6 +12,6 @@ set -euo pipefail
 unpack_debs bookworm prometheus prometheus prometheus-node-exporter
 unpack_debs bookworm wrk wrk libluajit-5.1-2 libluajit-5.1-common
 lib_wrapper wrk usr/bin/wrk
-"$GNA_CI_CACHE/prometheus/root/usr/bin/prometheus" --version 2>&1 | head -n 1
-"$GNA_CI_CACHE/wrk/bin/wrk" --version 2>&1 | head -n 1 || true  # wrk --version exits 1
+"$GNA_CI_CACHE/prometheus/root/usr/bin/prometheus" --version 2>&1 | sed -n 1p  # sed reads it all (no EPIPE under pipefail)
+"$GNA_CI_CACHE/wrk/bin/wrk" --version 2>&1 | sed -n 1p || true  # wrk --version exits 1
 command -v systemd-analyze >/dev/null || { echo "systemd-analyze missing: systemd is not installed" >&2; exit 1; }

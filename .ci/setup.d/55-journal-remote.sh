@@ -9,4 +9,4 @@ set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 unpack_debs bookworm journal-remote systemd-journal-remote libmicrohttpd12 libsystemd-shared
 lib_wrapper journal-remote lib/systemd/systemd-journal-remote
-"$GNA_CI_CACHE/journal-remote/bin/systemd-journal-remote" --version | head -n 1
+"$GNA_CI_CACHE/journal-remote/bin/systemd-journal-remote" --version | sed -n 1p  # sed reads it all: head could close the pipe first (EPIPE under pipefail)

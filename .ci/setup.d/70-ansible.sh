@@ -24,4 +24,4 @@ if ! { [ -x "$venv/bin/ansible-playbook" ] && [ -x "$venv/bin/ansible-lint" ] \
   "$venv/bin/pip" install -q --upgrade pip
   "$venv/bin/pip" install -q ansible-core ansible-lint pytest-testinfra
 fi
-"$venv/bin/ansible-playbook" --version | head -n 1
+"$venv/bin/ansible-playbook" --version | sed -n 1p  # sed reads it all: head could close the pipe first (EPIPE under pipefail)
