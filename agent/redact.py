@@ -178,7 +178,8 @@ def redact_data(data: Any, budget: int = MAX_NODES) -> Any:
 
 
 # -- TOML emitter (the subset tomllib returns) -----------------------------------------------
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+# \Z, not $: "$" also matches before a final newline, and a key "a\n" must be quoted.
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+\Z")
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
             "\r": "\\r"}
 
@@ -323,7 +324,9 @@ def _redact_field(lines: List[str], i: int, m: "re.Match[str]") -> Tuple[List[st
     if stripped[:3] in ('"""', "'''"):
         remainder = "".join(lines[i:])
         sm = _STRING.match(remainder, m.start("rest") + len(value) - len(value.lstrip()))
-        if sm is None:  # never closed: the rest of the file is the secret
+        # Never closed (the rest of the file is the secret): the one-line alternatives would
+        # match the first two quotes as an empty string and leave the value after them.
+        if sm is None or not sm.group(0).startswith(stripped[:3]):
             return [lead + f'"{REDACTED}"' + nl], len(lines)
         consumed = remainder[: sm.end()].count("\n")
         tail_line = lines[i + consumed]
@@ -372,11 +375,17 @@ def _inline_pairs(line: str) -> str:
     return _INLINE_PAIR.sub(sub, line) if ("=" in line or ":" in line) else line
 
 
+# Lines end at "\n" only: str.splitlines also breaks at \v, \f, \x1c-\x1e, \x85, U+2028 and
+# U+2029, which TOML and YAML keep inside a value, so a secret after one would sit on a "line"
+# of its own, and the multi-line rules (which count "\n") would copy part of it out again.
+_LINES = re.compile(r"[^\n]*\n|[^\n]+")
+
+
 def redact_text(text: str) -> str:
     """Line-level redaction for any text (module docstring)."""
     if "PRIVATE KEY" in text:  # blocks span lines: before the line walk
         text = _PEM_PRIVATE.sub(_pem_sub, text)
-    lines = text.splitlines(keepends=True)
+    lines = _LINES.findall(text)
     out: List[str] = []
     i = 0
     while i < len(lines):
