@@ -3,6 +3,7 @@ boundary, offset or emitter option fails (the mutation tier found these blind be
 docs/testing.md). Every expected string is written by hand from the rule it checks: a secret
 value becomes "REDACTED" (quoted as the original was, triple quotes as one basic string),
 everything else on the line is kept byte for byte."""
+import base64
 import datetime
 import math
 
@@ -11,6 +12,7 @@ import pytest
 from agent.redact import (
     REDACTED,
     REEMITTED_NOTE,
+    TooLarge,
     _bracket_end,
     _emit_json,
     _emit_toml,
@@ -26,7 +28,11 @@ from agent.redact import (
     _toml_key,
     _toml_str,
     _toml_value,
+    _Walker,
     emit_toml,
+    kind_for,
+    redact_command_output,
+    redact_data,
     redact_document,
     redact_inline,
     redact_text,
@@ -398,3 +404,74 @@ def test_a_toml_key_ending_in_a_newline_is_quoted_and_re_emission_parses():
     # "$" matched before the final newline, so the key was written bare and broke the file
     assert _toml_key("a\n") == '"a\\n"'
     assert emit_toml({"a\n": {"b": 1}}) == '["a\\n"]\nb = 1\n'
+
+
+# -- _b64_pem_sub boundaries: "PRIVATE KEY" looked for in the first 80 decoded bytes, blobs
+# under 20 decoded bytes redacted whatever they hold, missing "=" padding restored.
+def _b64(raw: str) -> str:
+    return base64.b64encode(raw.encode()).decode()
+
+
+@pytest.mark.parametrize("raw,kept", [
+    ("-----BEGIN " + "X" * 58 + "PRIVATE KEY-----", False),  # ends at byte 80: seen
+    ("-----BEGIN " + "X" * 59 + "PRIVATE KEY-----", True),  # ends at byte 81: past the look
+    ("-----BEGIN " + "X" * 9, True),  # 20 bytes
+    ("-----BEGIN " + "X" * 8, False),  # 19 bytes
+])
+def test_base64_pem_boundaries(raw, kept):
+    blob = _b64(raw)
+    assert blob.startswith("LS0tLS1CRUdJTi")
+    assert redact_inline(f"d: {blob}") == (f"d: {blob}" if kept else "d: REDACTED")
+
+
+@pytest.mark.parametrize("text", [
+    B64_CERT.rstrip("="),  # unpadded: the padding is restored before decoding
+    B64_CERT.rstrip("=")[:-3],  # one "=" short
+    B64_CERT + "\\ y",  # a stray backslash is skipped, not an error
+])
+def test_base64_certificates_in_odd_shapes_are_kept(text):
+    assert redact_inline(text) == text
+
+
+def test_a_block_scalar_with_nothing_under_it_ends_at_the_next_line():
+    assert redact_text("password: |\nother: x\n") == 'password: "REDACTED"\nother: x\n'
+
+
+# -- the structural walk -------------------------------------------------------------------
+def test_walk_replaces_leaves_under_a_secret_key_and_records_what_it_replaced():
+    walker = _Walker(100)
+    data = {"password": ["a", 1, 1.5, True, "", None, {"user": "u"}], "url": "https://u:p@h",
+            "n": 7, "name": "x"}
+    assert walker.walk(data, False) == {
+        "password": ["REDACTED", 0, 0.0, True, "", None, {"user": "u"}],
+        "url": "https://u:REDACTED@h", "n": 7, "name": "x"}
+    assert walker.found == {"a", "https://u:p@h"}
+
+
+def test_walk_budget_counts_every_value():
+    assert redact_data({"a": [1]}, budget=3) == {"a": [1]}  # dict, list, 1
+    with pytest.raises(TooLarge, match="^more than 200000 values$"):
+        redact_data({"a": [1]}, budget=2)
+
+
+def test_kind_for():
+    assert [kind_for(p, t) for p, t in [
+        ("C.TOML", "x"), ("a.YML", ""), ("a.yaml", ""), ("a.Json", "x"), ("a", "  [1]"),
+        ("a", "\n{"), ("a", "x{"), ("a", ""), ("a.toml.bak", "k = 1"),
+    ]] == ["toml", "yaml", "yaml", "json", "json", "json", "text", "text", "text"]
+
+
+# a key only the parser can read as "password" (a TOML escape): the line rules cannot see it
+ESCAPED_KEY = 'a = { "pass\\u0077ord" = "s3cr3t" }\n'
+
+
+@pytest.mark.parametrize("argv,structural", [
+    (["config", "dump"], True),
+    (["containerd", "config", "dump"], True),
+    (["containerd", "config", "default"], False),
+    (["dump"], False),
+    (["config", "dump", "x"], False),
+])
+def test_command_output_is_redacted_as_toml_only_for_config_dump(argv, structural):
+    out = redact_command_output(argv, ESCAPED_KEY)
+    assert out == (REEMITTED_NOTE + '[a]\npassword = "REDACTED"\n' if structural else ESCAPED_KEY)
