@@ -34,6 +34,7 @@ from agent.redact import (
     redact_command_output,
     redact_data,
     redact_document,
+    redact_file,
     redact_inline,
     redact_text,
 )
@@ -52,6 +53,10 @@ END = "-----END RSA PRIVATE KEY-----"
     (f"x\n\t {BEGIN}\n\t MIIE\n\t {END}", f"x\n\t {BEGIN}\n\t REDACTED\n\t {END}"),
     # text before BEGIN on its line is not indentation
     (f"key: {BEGIN}\nMIIE\n{END} tail", f"key: {BEGIN}\nREDACTED\n{END} tail"),
+    # only the BEGIN line's own indentation, not an earlier line's
+    (f"a\nb\n  {BEGIN}\n  MIIE\n  {END}", f"a\nb\n  {BEGIN}\n  REDACTED\n  {END}"),
+    (f"\n  {BEGIN}\n  MIIE\n  {END}", f"\n  {BEGIN}\n  REDACTED\n  {END}"),
+    (f"X {BEGIN}\nMIIE\n{END}", f"X {BEGIN}\nREDACTED\n{END}"),
     # a carriage return is not a blank (strip(" \t") keeps it): no indentation either
     (f"\r{BEGIN}\nMIIE\n{END}", f"\r{BEGIN}\nREDACTED\n{END}"),
     # the label is the one the block had
@@ -82,6 +87,7 @@ B64_CERT = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJzekNDQVZtZ0F3SUJBZ0lVCg==
     (f"certificate-authority-data: {B64_CERT}", f"certificate-authority-data: {B64_CERT}"),
     # "\\n" escapes inside a JSON string are part of the blob
     (f'"{B64_KEY[:20]}\\n{B64_KEY[20:]}"', '"REDACTED"'),
+    (f'"{B64_KEY[:22]}\\n{B64_KEY[22:]}"', '"REDACTED"'),  # inside a 4-character group
     # too short to tell (under 20 bytes decoded): redacted
     ("x LS0tLS1CRUdJTiBY y", "x REDACTED y"),
 ])
@@ -116,6 +122,10 @@ def test_inline_rules(text, expected):
     ('{a = """]\n}"""}', 15),
     ("[1, # ] in a comment\n 2]", 24),
     ("[1, # ]", -1),  # the comment runs to the end of the text
+    ("[1,\n # ]\n 2]", 12),  # a comment after an earlier line break
+    ("[X]", 3),
+    ("[ # c\n]\n", 7),  # the comment ends at the first line break, not the last
+    ("[X", -1),
     ("[1", -1),
     ("x", -1),
     ("]", -1),  # a closer before any opener never balances
@@ -427,6 +437,8 @@ def test_base64_pem_boundaries(raw, kept):
 @pytest.mark.parametrize("text", [
     B64_CERT.rstrip("="),  # unpadded: the padding is restored before decoding
     B64_CERT.rstrip("=")[:-3],  # one "=" short
+    # 30 characters, 22 bytes decoded: two "=" short
+    "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURQ",
     B64_CERT + "\\ y",  # a stray backslash is skipped, not an error
 ])
 def test_base64_certificates_in_odd_shapes_are_kept(text):
@@ -475,3 +487,13 @@ ESCAPED_KEY = 'a = { "pass\\u0077ord" = "s3cr3t" }\n'
 def test_command_output_is_redacted_as_toml_only_for_config_dump(argv, structural):
     out = redact_command_output(argv, ESCAPED_KEY)
     assert out == (REEMITTED_NOTE + '[a]\npassword = "REDACTED"\n' if structural else ESCAPED_KEY)
+
+
+def test_redact_data_of_a_top_level_string_or_list_applies_only_the_inline_rules():
+    assert redact_data(["x", 1, "Bearer abcdefghijkl"]) == ["x", 1, "Bearer REDACTED"]
+    assert redact_data("x") == "x"
+
+
+def test_redact_file_picks_the_structural_rules_by_extension():
+    assert redact_file("c.toml", ESCAPED_KEY) == REEMITTED_NOTE + '[a]\npassword = "REDACTED"\n'
+    assert redact_file("c.txt", ESCAPED_KEY) == ESCAPED_KEY
