@@ -199,6 +199,9 @@ def test_inline_pairs(line, expected):
     ('  "token": 12345,\n', '  "token": REDACTED,\n'),
     ("password: abc#x\n", "password: REDACTED\n"),
     ("password: abc", "password: REDACTED"),
+    ("password: X\n", "password: REDACTED\n"),
+    # a CRLF line: the value ends before the "\r" (the rewritten line ends in "\n")
+    ('password = "abc"\r\n', 'password = "REDACTED"\n'),
     # the lead forms: comment, list item, dotted key
     ("# password = abc\n", "# password = REDACTED\n"),
     ("- password: abc\n", "- password: REDACTED\n"),
@@ -239,6 +242,12 @@ def test_block_scalars(text, expected):
 @pytest.mark.parametrize("text,expected", [
     ('password = """\nabc\ndef"""  # c\nx = 1\n', 'password = "REDACTED"  # c\nx = 1\n'),
     ("password = '''abc'''\nx = 1\n", 'password = "REDACTED"\nx = 1\n'),
+    ("password = '''a\nb'''\nx = 1\n", 'password = "REDACTED"\nx = 1\n'),
+    # the closing line's own newline decides, not the file's last line
+    ('password = """a\nb"""\nx = 1', 'password = "REDACTED"\nx = 1'),
+    # a private key after the string was already replaced before the line walk: not twice
+    ('password = """a""" # -----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n',
+     'password = "REDACTED" # -----BEGIN PRIVATE KEY-----\nREDACTED\n-----END PRIVATE KEY-----\n'),
     ('password = """a\nb"""', 'password = "REDACTED"'),
     ('x = 0\npassword = """a\nb""" , y\nz = 1\n', 'x = 0\npassword = "REDACTED" , y\nz = 1\n'),
     # the tail after the string still gets the inline rules
@@ -497,3 +506,23 @@ def test_redact_data_of_a_top_level_string_or_list_applies_only_the_inline_rules
 def test_redact_file_picks_the_structural_rules_by_extension():
     assert redact_file("c.toml", ESCAPED_KEY) == REEMITTED_NOTE + '[a]\npassword = "REDACTED"\n'
     assert redact_file("c.txt", ESCAPED_KEY) == ESCAPED_KEY
+
+
+@pytest.mark.parametrize("text,kind,expected", [
+    ("a: 1\npassword: x\n", "yaml", "a: 1\npassword: REDACTED\n"),
+    ("a: 1\n---\ntoken: x\n", "yaml", "a: 1\n---\ntoken: REDACTED\n"),
+    ('{"password": "x", "n": 1}', "json", '{"password": "REDACTED", "n": 1}'),
+    ('password = "x"\n[[', "toml", 'password = "REDACTED"\n[['),  # does not parse: line rules
+    ("password: [x\n", "yaml", "password: REDACTED\n"),
+    ('{"token": "x"', "json", '{"token": "REDACTED"'),
+    ('password = "x"\n', "text", 'password = "REDACTED"\n'),
+    ('password = "x"\n', "ini", 'password = "REDACTED"\n'),
+    # YAML with an escaped key only the parser reads as "password": re-emitted
+    ('"pass\\x77ord": x\nb: 1\n', "yaml", REEMITTED_NOTE + "password: REDACTED\nb: 1\n"),
+    # JSON the same way: json.dumps, 2-space indent, no header (JSON has no comments)
+    ('{"pass\\u0077ord": "x", "b": [1]}', "json",
+     '{\n  "password": "REDACTED",\n  "b": [\n    1\n  ]\n}\n'),
+])
+def test_redact_document_by_kind(text, kind, expected):
+    assert redact_document(text, kind) == expected
+
