@@ -200,6 +200,7 @@ def test_inline_pairs(line, expected):
     ("password: abc#x\n", "password: REDACTED\n"),
     ("password: abc", "password: REDACTED"),
     ("password: X\n", "password: REDACTED\n"),
+    ("password: Xyz\nuser: u\n", "password: REDACTED\nuser: u\n"),
     # a CRLF line: the value ends before the "\r" (the rewritten line ends in "\n")
     ('password = "abc"\r\n', 'password = "REDACTED"\n'),
     # the lead forms: comment, list item, dotted key
@@ -267,6 +268,7 @@ def test_multi_line_strings(text, expected):
     ('tokens = [\n  "a",\n  "b",\n]\nx = 1\n', 'tokens = [\n  "REDACTED",\n  "REDACTED",\n]\nx = 1\n'),
     ('auth = { user = "u", pw = "p" }\n', 'auth = { user = "REDACTED", pw = "REDACTED" }\n'),
     ('tokens = ["a"]', 'tokens = ["REDACTED"]'),
+    ('tokens = ["a",\n "b"]\nx = 1', 'tokens = ["REDACTED",\n "REDACTED"]\nx = 1'),
     ('x = 1\ntokens = ["a",\n "b"] # t\ny = "c"', 'x = 1\ntokens = ["REDACTED",\n "REDACTED"] # t\ny = "c"'),
     ("tokens = [1, 2]\n", "tokens = [1, 2]\n"),  # no strings: nothing to replace
     # never closed: the rest of the file is the secret
