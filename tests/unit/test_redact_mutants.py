@@ -143,6 +143,7 @@ def test_bracket_end(text, expected):
     ('a . "pass.word"', "pass.word"),
     ("a.'x y'", "x y"),
     ('""', ""),
+    ("Xab", "Xab"),  # only a quote opens a quoted key
     ('"', '"'),
     ("", ""),
 ])
@@ -528,3 +529,20 @@ def test_redact_file_picks_the_structural_rules_by_extension():
 def test_redact_document_by_kind(text, kind, expected):
     assert redact_document(text, kind) == expected
 
+
+
+def test_a_top_level_list_is_not_under_a_secret_key():
+    assert redact_document("- xyzw\n- y\n", "yaml") == "- xyzw\n- y\n"
+    assert redact_document('["xyzw"]', "json") == '["xyzw"]'
+
+
+def test_a_line_form_that_still_holds_the_secret_gives_way_to_re_emission():
+    # the comment repeats the password: the line form parses right but leaks, the re-emission
+    # (no comments) does not
+    text = 'password = "hunter2"\n# was hunter2\n'
+    assert redact_document(text, "toml") == REEMITTED_NOTE + 'password = "REDACTED"\n'
+
+
+def test_a_private_key_file_as_text_is_replaced_once():
+    text = f"{BEGIN}\nMIIE\n{END}\n"
+    assert redact_text(text) == f"{BEGIN}\nREDACTED\n{END}\n"
