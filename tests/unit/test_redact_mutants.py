@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from agent import redact
 from agent.redact import (
     REDACTED,
     REEMITTED_NOTE,
@@ -546,3 +547,14 @@ def test_a_line_form_that_still_holds_the_secret_gives_way_to_re_emission():
 def test_a_private_key_file_as_text_is_replaced_once():
     text = f"{BEGIN}\nMIIE\n{END}\n"
     assert redact_text(text) == f"{BEGIN}\nREDACTED\n{END}\n"
+
+
+def test_content_is_withheld_when_no_form_parses_back_to_the_redacted_structure(monkeypatch):
+    # The line form writes `password = REDACTED` for the number, which does not parse; with the
+    # one emitter failing too (as for a type it cannot write), nothing of the file is kept.
+    def cannot_write(data):
+        raise TypeError("no TOML form")
+
+    monkeypatch.setitem(redact._FORMATS, "toml", (redact._parse_toml, (cannot_write,)))
+    out = redact_document("a = 1\npassword = 123\n", "toml")
+    assert out == "# redacted by gpu-node-agent collect: content withheld\n"
