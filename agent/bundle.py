@@ -545,26 +545,26 @@ def _kind(mode: int) -> str:
     return "device, FIFO or socket"
 
 
+def _lstat_mode(path: Path) -> Optional[int]:
+    """The entry's own mode (lstat(2): a link is not followed); None when absent."""
+    try:
+        return os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BundleError(f"{path}: unreadable ({exc.strerror or exc})") from None
+
+
 def _check_layout(base: Path) -> None:
     """Top-level entries, checked with lstat(2): the files regular files, root/ a directory.
     A symlink there would be followed by the OS (kmsg.log -> /dev/zero, root -> /), outside
     the chroot-style resolution that keeps reads under root/ inside the bundle."""
     for name in TOP_FILES:
-        try:
-            mode = os.lstat(base / name).st_mode
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise BundleError(f"{base / name}: unreadable ({exc.strerror or exc})") from None
-        if not stat.S_ISREG(mode):
+        mode = _lstat_mode(base / name)
+        if mode is not None and not stat.S_ISREG(mode):
             raise BundleError(f"{base / name}: must be a regular file, not a {_kind(mode)}")
-    try:
-        mode = os.lstat(base / "root").st_mode
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise BundleError(f"{base / 'root'}: unreadable ({exc.strerror or exc})") from None
-    if not stat.S_ISDIR(mode):
+    mode = _lstat_mode(base / "root")
+    if mode is not None and not stat.S_ISDIR(mode):
         raise BundleError(f"{base / 'root'}: must be a directory, not a {_kind(mode)}")
 
 

@@ -29,6 +29,13 @@ __all__ = ["Config", "ConfigError", "load_config", "parse_config"]
 
 DEFAULT_CONFIG_PATH = "/etc/gpu-node-agent/config.yaml"
 
+
+def _refuse(problem: Optional[str]) -> None:
+    """A field validator's refusal: pydantic reports the ValueError as the field's error."""
+    if problem:
+        raise ValueError(problem)
+
+
 AllocationPath = Literal["device-plugin", "dra", "operator-clusterpolicy", "operator-gpucluster"]
 assert set(AllocationPath.__args__) == set(PATHS)  # type: ignore[attr-defined]
 
@@ -83,9 +90,7 @@ class KubeConfig(_Section):
         # A key NodeRestriction refuses to a node would 403 on every cycle: refuse it here.
         from agent.kube.labels import label_key_problem
 
-        problem = label_key_problem(key)
-        if problem:
-            raise ValueError(problem)
+        _refuse(label_key_problem(key))
         return key
 
     @field_validator("allocation_value")
@@ -94,9 +99,7 @@ class KubeConfig(_Section):
         # The API's label value rule (a 422 on every cycle otherwise): agent/kube/labels.py.
         from agent.kube.labels import label_value_problem
 
-        problem = label_value_problem(value) if value else None
-        if problem:
-            raise ValueError(problem)
+        _refuse(label_value_problem(value) if value else None)
         return value
 
     @field_validator("annotation_prefix")
@@ -104,9 +107,7 @@ class KubeConfig(_Section):
     def _annotation_prefix(cls, prefix: str) -> str:
         from agent.kube.labels import annotation_prefix_problem
 
-        problem = annotation_prefix_problem(prefix)
-        if problem:
-            raise ValueError(problem)
+        _refuse(annotation_prefix_problem(prefix))
         return prefix
 
 
@@ -154,9 +155,7 @@ class RunConfig(_Section):
     @field_validator("listen_address")
     @classmethod
     def _listen(cls, value: str) -> str:
-        problem = listen_address_problem(value)
-        if problem:
-            raise ValueError(problem)
+        _refuse(listen_address_problem(value))
         return value
 
 
