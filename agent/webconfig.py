@@ -21,6 +21,7 @@ from typing import Callable, Dict, Literal, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.boundedio import CONFIG_CAP, read_bytes_capped
+from agent.ratelimit import TokenBucket
 from agent.yamlio import YamlError, safe_load
 
 TLS_VERSIONS = {
@@ -65,49 +66,33 @@ def _dummy_hash() -> bytes:
     return _DUMMY["h"]
 
 
-class _Bucket:
-    __slots__ = ("tokens", "at")
-
-    def __init__(self, tokens: float, at: float) -> None:
-        self.tokens, self.at = tokens, at
-
-    def take(self, now: float, burst: int, refill_s: float) -> bool:
-        # Monotonic time only: a wall-clock step must neither refill nor freeze a bucket.
-        self.tokens = min(float(burst), self.tokens + max(0.0, now - self.at) / refill_s)
-        self.at = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
-
-
 class AuthLimiter:
     """Token buckets for uncached password checks: one per address, one for all addresses
     that have not authenticated yet (a known scraper is never starved by a flood)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self._addr: OrderedDict[str, _Bucket] = OrderedDict()
+        self._addr: OrderedDict[str, TokenBucket] = OrderedDict()
         self._known: OrderedDict[str, bool] = OrderedDict()
-        self._global: Optional[_Bucket] = None
+        self._global: Optional[TokenBucket] = None
         self._lock = threading.Lock()
 
     def allow(self, addr: Optional[str]) -> bool:
         now = self.clock()
         key = addr or "?"
         with self._lock:
-            bucket = self._addr.pop(key, None) or _Bucket(float(ADDR_BURST), now)
+            bucket = self._addr.pop(key, None) or TokenBucket(ADDR_BURST, ADDR_REFILL_S, now)
             self._addr[key] = bucket
             while len(self._addr) > MAX_TRACKED:
                 self._addr.popitem(last=False)
-            if not bucket.take(now, ADDR_BURST, ADDR_REFILL_S):
+            if not bucket.take(now):
                 return False
             if key in self._known:
                 return True
             if self._global is None:
-                self._global = _Bucket(float(GLOBAL_BURST), now)
-            if not self._global.take(now, GLOBAL_BURST, GLOBAL_REFILL_S):
-                bucket.tokens += 1.0  # not this address's fault
+                self._global = TokenBucket(GLOBAL_BURST, GLOBAL_REFILL_S, now)
+            if not self._global.take(now):
+                bucket.give_back()  # not this address's fault
                 return False
             return True
 
@@ -116,9 +101,9 @@ class AuthLimiter:
         with self._lock:
             bucket = self._addr.get(key)
             if bucket is not None:  # a good password costs the address nothing
-                bucket.tokens = min(float(ADDR_BURST), bucket.tokens + 1.0)
+                bucket.give_back()
             if key not in self._known and self._global is not None:
-                self._global.tokens = min(float(GLOBAL_BURST), self._global.tokens + 1.0)
+                self._global.give_back()
             self._known[key] = True
             self._known.move_to_end(key)
             while len(self._known) > 256:

@@ -37,6 +37,7 @@ from agent.kube import reconcile
 from agent.kube.errors import ApiError, Unreachable, sanitize
 from agent.kube.kubeconfig import CredentialError, KubeconfigError
 from agent.kube.session import KubeSession, node_identity_name, settings_key, shared_session
+from agent.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -171,21 +172,6 @@ class PublishResult:
         }
 
 
-class _TokenBucket:
-    def __init__(self, burst: int, refill_s: float, now: float) -> None:
-        self.burst, self.refill_s = burst, refill_s
-        self.tokens, self.at = float(burst), now
-
-    def take(self, now: float) -> bool:
-        elapsed = max(0.0, now - self.at)  # monotonic; never negative, but be safe
-        self.tokens = min(float(self.burst), self.tokens + elapsed / self.refill_s)
-        self.at = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
-
-
 class Publisher:
     def __init__(
         self,
@@ -216,7 +202,7 @@ class Publisher:
         self._stale = False
         self._held: Dict[str, float] = {}  # write -> monotonic time it may be sent again
         self._beat_at: Optional[float] = None  # monotonic time of our last heartbeat write
-        self._events = _TokenBucket(EVENT_BURST, EVENT_REFILL_S, self.monotonic())
+        self._events = TokenBucket(EVENT_BURST, EVENT_REFILL_S, self.monotonic())
         # For metrics and logs (the daemon reads them; nothing here exports them).
         self.log_errors = True
         self.stats: Dict[str, Any] = {
