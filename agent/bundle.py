@@ -35,6 +35,7 @@ from agent import jsonio
 from agent.boundedio import NotARegularFile, ReadCapExceeded, read_bytes_capped
 from agent.errors import BundleError
 from agent.host import CommandResult, Host, StaticFacts, StaticGpus
+from agent.nofollow import DIR_FLAGS, NEW_FILE, open_dirs
 from agent.yamlio import YamlError, safe_load
 
 __all__ = ["BundleError", "load_bundle"]
@@ -353,32 +354,16 @@ def _members(tar: tarfile.TarFile, archive: Path) -> List[Tuple[tarfile.TarInfo,
     return out
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-
-
 def _open_parent(top: int, dirs: Sequence[str], name: str, archive: Path) -> int:
-    """A directory fd for ``dirs`` under ``top``, walked one component at a time with
-    O_NOFOLLOW (openat(2)): a symlink or a file on the way is an error, never followed."""
-    fd = os.dup(top)
+    """A directory fd for ``dirs`` under ``top`` (agent/nofollow.py): a symlink or a file on
+    the way is refused, never followed."""
     try:
-        for comp in dirs:
-            try:
-                nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                os.mkdir(comp, 0o700, dir_fd=fd)
-                nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise BundleError(
-                        f"{archive}: member {name!r} lies under {comp!r}, not a directory"
-                    ) from None
-                raise
-            os.close(fd)
-            fd = nfd
-        return fd
-    except BaseException:
-        os.close(fd)
+        return open_dirs(top, dirs)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise BundleError(
+                f"{archive}: member {name!r} lies under {exc.filename!r}, not a directory"
+            ) from None
         raise
 
 
@@ -396,7 +381,7 @@ def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, parent: int, le
             os.symlink(member.linkname, leaf, dir_fd=parent)
         else:
             src = tar.extractfile(member)
-            fd = os.open(leaf, _NEW_FILE, 0o600, dir_fd=parent)
+            fd = os.open(leaf, NEW_FILE, 0o600, dir_fd=parent)
             with os.fdopen(fd, "wb") as out:
                 if src is not None:
                     with src:
@@ -436,7 +421,7 @@ def _safe_extract(archive: Path, dest: Path) -> None:
                 members = _members(tar, archive)
             except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:
                 raise BundleError(f"{archive}: not a readable .tar.gz ({exc})") from None
-            top = os.open(dest, _DIR_FLAGS)
+            top = os.open(dest, DIR_FLAGS)
             try:
                 for member, parts in members:
                     parent = _open_parent(top, parts[:-1], member.name, archive)

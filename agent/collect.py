@@ -23,7 +23,6 @@ What may be copied (docs/bundle-format.md, "What collect copies"):
   written to a random ``O_EXCL`` name (mkstemp, 0600) in the target directory, then linked into
   place without replacing anything.
 """
-import contextlib
 import errno
 import json
 import logging
@@ -46,6 +45,7 @@ from agent.bundle import command_records, write_bundle_meta
 from agent.errors import OutputError
 from agent.host import MAX_SYMLINK_HOPS, CommandResult, Host
 from agent.model import Check
+from agent.nofollow import DIR_FLAGS, NEW_FILE, open_dirs
 from agent.redact import (
     TooLarge,
     redact_command_output,
@@ -216,19 +216,15 @@ class Tree:
         self.top = top
 
     def _parent(self, parts: Sequence[str]) -> Optional[int]:
-        fd = os.open(str(self.top), os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
-        for part in parts:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o700, dir_fd=fd)
-            try:
-                nxt = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC,
-                              dir_fd=fd)
-            except OSError:  # a link or a file where a directory would go: not written
-                os.close(fd)
-                return None
-            os.close(fd)
-            fd = nxt
-        return fd
+        top = os.open(str(self.top), DIR_FLAGS)
+        try:
+            return open_dirs(top, parts)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                return None  # a link or a file where a directory would go: not written
+            raise
+        finally:
+            os.close(top)
 
     def _open_parent(self, host_path: str) -> Optional[Tuple[int, str]]:
         """A descriptor on host_path's parent (made under top, never through a link) and the
@@ -246,8 +242,7 @@ class Tree:
             return False
         fd, name = opened
         try:
-            out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW
-                          | _O_CLOEXEC, mode, dir_fd=fd)
+            out = os.open(name, NEW_FILE, mode, dir_fd=fd)
         except FileExistsError:
             return False
         finally:
@@ -358,8 +353,7 @@ class Collector:
 
 
 def _fresh(path: Path, data: str) -> None:
-    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
-                 0o600)
+    fd = os.open(str(path), NEW_FILE, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(data)
 
