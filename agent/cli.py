@@ -116,8 +116,8 @@ def _evaluation(args: argparse.Namespace, checks: Sequence[Any]) -> Any:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from agent.engine import Engine
-    from agent.hosts import open_host
-    from agent.outputs import render_json, render_text
+    from agent.host.build import open_host
+    from agent.outputs.render import render_json, render_text
     from agent.report import build_report
     from agent.version import version
 
@@ -138,7 +138,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format == "json" and publish is not None:
         import json
 
-        from agent.outputs import report_dict
+        from agent.outputs.render import report_dict
 
         _emit(json.dumps({**report_dict(report), "publish": publish}, indent=2, default=str) + "\n")
     elif args.format == "json":
@@ -168,15 +168,15 @@ def _kube_verdict(args: argparse.Namespace, config: Any, report: Any, host: Any)
         if args.apply:
             raise UsageError("--apply publishes the whole verdict: not with --only")
         return None
-    from agent.kube.publish import check_verdict
+    from agent.outputs.node.publish import check_verdict
 
     result = check_verdict(config, report, host, apply=args.apply)
     return result.lines(), result.as_dict(), result.publish_dict()
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from agent.collect import collect
-    from agent.hosts import open_host
+    from agent.host.build import open_host
+    from agent.host.collect import collect
 
     config, _ = _load_config(args.config)
     out = args.output or time.strftime("gpu-node-agent-bundle-%Y%m%dT%H%M%SZ.tar.gz", time.gmtime())
@@ -216,7 +216,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """The agent (docs/metrics.md, docs/systemd.md). The loader validates a config exactly as
     a start does, so SIGHUP with a bad file keeps the running one."""
-    from agent import daemon
+    from agent.daemon import service as daemon
 
     checks = _registry()
 
@@ -234,8 +234,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_clear(args: argparse.Namespace) -> int:
     """Clear a sticky GPU fault (docs/xid.md); takes the state file's lock."""
-    from agent.clear import ClearUsageError, clear
     from agent.logs import setup
+    from agent.xid.clear import ClearUsageError, clear
 
     config, _ = _load_config(args.config)
     setup(getattr(args, "debug", False))

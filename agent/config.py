@@ -20,10 +20,10 @@ from pydantic import (
     model_validator,
 )
 
-from agent.boundedio import CONFIG_CAP, read_bytes_capped
 from agent.errors import ConfigError
 from agent.model import PATHS
-from agent.yamlio import safe_load
+from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
+from agent.safeio.yamlio import safe_load
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_config"]
 
@@ -88,7 +88,7 @@ class KubeConfig(_Section):
     @classmethod
     def _label_key(cls, key: str) -> str:
         # A key NodeRestriction refuses to a node would 403 on every cycle: refuse it here.
-        from agent.kube.labels import label_key_problem
+        from agent.outputs.node.labels import label_key_problem
 
         _refuse(label_key_problem(key))
         return key
@@ -96,8 +96,8 @@ class KubeConfig(_Section):
     @field_validator("allocation_value")
     @classmethod
     def _label_value(cls, value: Optional[str]) -> Optional[str]:
-        # The API's label value rule (a 422 on every cycle otherwise): agent/kube/labels.py.
-        from agent.kube.labels import label_value_problem
+        # The API's label value rule (a 422 on every cycle otherwise): agent/outputs/node/labels.py.
+        from agent.outputs.node.labels import label_value_problem
 
         _refuse(label_value_problem(value) if value else None)
         return value
@@ -105,7 +105,7 @@ class KubeConfig(_Section):
     @field_validator("annotation_prefix")
     @classmethod
     def _annotation_prefix(cls, prefix: str) -> str:
-        from agent.kube.labels import annotation_prefix_problem
+        from agent.outputs.node.labels import annotation_prefix_problem
 
         _refuse(annotation_prefix_problem(prefix))
         return prefix
@@ -246,7 +246,7 @@ _HOST_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 def listen_address_problem(text: str) -> Optional[str]:
     """Why ``text`` is not a listen address (None when it is): the metrics server's own
     parser, then the host part must be an IP address or an RFC 1123 host name."""
-    from agent.httpserver import parse_listen_address
+    from agent.outputs.metrics_server import parse_listen_address
 
     try:
         host, _port = parse_listen_address(text)
@@ -275,7 +275,7 @@ def run_file_problems(config: Config, origin: Optional[str]) -> List[str]:
     problems: List[str] = []
     web = config.run.web_config_file
     if web:
-        from agent.webconfig import WebConfigError, load_web_config
+        from agent.outputs.webconfig import WebConfigError, load_web_config
 
         if not os.path.isfile(web):
             problems.append(f"{where}: field 'run.web_config_file': {web}: no such file")

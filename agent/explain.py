@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from agent.model import DRA_PATHS, PATHS, Check
 
-# Where each live fact comes from (agent/live.py, agent/kube/facts.py, agent/state.py).
+# Where each live fact comes from (agent/host/live.py, agent/kube/facts.py, agent/xid/state.py).
 FACT_SOURCES: Mapping[str, str] = {
     "pci_devices": "PCI functions of vendor 10de (udev; else /sys/bus/pci/devices/*/"
     "{vendor,device,class} and the driver link)",

@@ -3,7 +3,7 @@
     python bench/bench_clock_jump.py [--interval 1.0] [--json out.json]
 
 The Daemon runs in this process on the fixture tree with one trivial check, its wall clock
-shifted by a shim (agent.daemon_util.Clock; the machine's clock is never touched). For each
+shifted by a shim (agent.daemon.parts.Clock; the machine's clock is never touched). For each
 step the figure is the monotonic time from the last cycle before the step to the first one
 after it, as a ratio of the configured interval (1.0 = exactly on schedule), beside the same
 gap measured with no step in the same run (the reference).
@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agent.daemon_util import Clock  # noqa: E402
+from agent.daemon.parts import Clock  # noqa: E402
 from agent.model import passed  # noqa: E402
 from tests.integration.agentproc import wait_for  # noqa: E402
 from tests.reliability.helpers import Running, check, emit_json, make_daemon  # noqa: E402

@@ -53,8 +53,8 @@ def measure(bundle: Path, tmpdir: Path, runs: int):
 
 
 def load_time(path: Path, runs: int):
-    from agent.bundle import load_bundle
     from agent.errors import BundleError
+    from agent.host.bundle import load_bundle
 
     samples = []
     outcome = ""

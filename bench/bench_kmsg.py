@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.kernel_source import DeviceSource  # noqa: E402
-from agent.state import StateStore  # noqa: E402
-from agent.xid_monitor import XidMonitor  # noqa: E402
+from agent.xid.kernel_source import DeviceSource  # noqa: E402
+from agent.xid.monitor import XidMonitor  # noqa: E402
+from agent.xid.state import StateStore  # noqa: E402
 from checks.xid_policy import load_xid_policy  # noqa: E402
 from tests.kmsg_double import XID13, BurstDevice  # noqa: E402
 

@@ -26,8 +26,8 @@ from agent.config import Config  # noqa: E402
 from agent.kube.client import KubeClient  # noqa: E402
 from agent.kube.facts import KubeFacts  # noqa: E402
 from agent.kube.kubeconfig import load  # noqa: E402
-from agent.kube.publish import Publisher  # noqa: E402
 from agent.model import ALL_PATHS, CheckResult, Severity, Status  # noqa: E402
+from agent.outputs.node.publish import Publisher  # noqa: E402
 from agent.report import build_report  # noqa: E402
 from tests.kube_double import KubeDouble, kubeconfig_yaml  # noqa: E402
 
@@ -59,7 +59,7 @@ def agent_run(double, kc, hours, fast, slow):
     now = [1_800_000_000.0]
     cfg = Config.model_validate({"kube": {"kubeconfig": kc, "node_name": NODE}})
     pub = Publisher(cfg, clock=lambda: now[0])
-    facts = KubeFacts(cfg, clock=lambda: now[0], session=pub.session)  # as agent/hosts.py wires
+    facts = KubeFacts(cfg, clock=lambda: now[0], session=pub.session)  # as agent/host/build.py wires
     report = healthy_report()
     start, mark, walls = now[0], None, []
     next_slow = now[0]

@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent.engine import Engine  # noqa: E402
-from agent.host import Host, StaticFacts, StaticGpus  # noqa: E402
-from agent.nvml_client import NvmlClient  # noqa: E402
+from agent.host.seam import Host, StaticFacts, StaticGpus  # noqa: E402
+from agent.nvml.client import NvmlClient  # noqa: E402
 from checks.policy import ResolvedPolicy, load_policy  # noqa: E402
 from checks.registry import ALL_CHECKS  # noqa: E402
 from tests.nvml_sim import simlib  # noqa: E402

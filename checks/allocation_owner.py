@@ -9,7 +9,7 @@ plugins/gpu.nvidia.com/dra.sock.
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from agent import jsonio
+from agent.safeio import jsonio
 from checks.allocation_owner_cluster import mps_conflict
 from checks.base import (
     ALL_PATHS,

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from agent import jsonio, yamlio
+from agent.safeio import jsonio, yamlio
 
 # The CDI default spec directories (SPEC.md "CDI JSON/YAML file locations"); containerd's
 # cdi_spec_dirs default to the same two. Later directories have higher priority.
@@ -68,8 +68,8 @@ class Spec:
 
 
 def parse_spec(text: str, path: str) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
-    # Bounded loaders (agent/yamlio.py, agent/jsonio.py): an alias bomb, deep nesting or a
-    # huge integer is an error naming the file, like any malformed spec.
+    # Bounded loaders (agent/safeio/yamlio.py, agent/safeio/jsonio.py): an alias bomb, deep
+    # nesting or a huge integer is an error naming the file, like any malformed spec.
     try:
         data = jsonio.loads(text) if path.endswith(".json") else yamlio.safe_load(text)
     except jsonio.JsonError as exc:

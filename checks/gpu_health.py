@@ -5,7 +5,7 @@ Management" and nvml.h for each default).
 """
 from typing import Any, List, Set
 
-from agent.state import cleared
+from agent.xid.state import cleared
 from checks.base import ALL_PATHS, Check, Interval, Outcome, Severity
 from checks.gpu_common import (
     NVML_REQUIRES,

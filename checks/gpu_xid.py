@@ -9,8 +9,8 @@ what stop an old line from failing the check again. Pure: it writes nothing.
 
 from typing import Any, Dict, List, Tuple
 
-from agent.state import cleared
-from agent.xid import GpuMap, XidEvent, events_from_lines
+from agent.xid.events import GpuMap, XidEvent, events_from_lines
+from agent.xid.state import cleared
 from checks.base import (
     ALL_PATHS,
     Check,

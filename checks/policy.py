@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.yamlio import safe_load
+from agent.safeio.yamlio import safe_load
 from checks.gpu_policy import GpuPolicy
 from checks.xid_policy import XidPolicy, merge_xid_data
 

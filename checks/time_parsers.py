@@ -280,7 +280,7 @@ class KernelTime:
 
 
 def parse_adjtimex(fact: Any) -> Union[KernelTime, Unparsable, None]:
-    """The host.json `adjtimex` fact (agent.live.adjtimex); None when not captured."""
+    """The host.json `adjtimex` fact (agent.host.live.adjtimex); None when not captured."""
     if fact is None:
         return None
     if not isinstance(fact, Mapping):

@@ -2,9 +2,9 @@
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from agent.kmsg import parse_line
-from agent.state import cleared
-from agent.xid import GpuMap, XidEvent
+from agent.xid.events import GpuMap, XidEvent
+from agent.xid.kmsg import parse_line
+from agent.xid.state import cleared
 from checks.xid_policy import STICKY_CLASSES
 
 

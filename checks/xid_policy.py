@@ -9,7 +9,7 @@ from typing import Any, Dict, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.yamlio import safe_load
+from agent.safeio.yamlio import safe_load
 
 XidClass = Literal["ignore", "restart-app", "reset-gpu", "reboot"]
 STICKY_CLASSES = ("reset-gpu", "reboot")

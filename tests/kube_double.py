@@ -18,7 +18,7 @@ Worth knowing, each a recorded line:
   `metadata.labels` changes them: nodeStatusStrategy resets only spec); taints added or removed
   are 403; spec.unschedulable is allowed;
 - invalid label values and label/annotation keys are 422 `Invalid` with `details.causes`
-  (the real server lists each cause four times; agent/kube/labels.py has the rules);
+  (the real server lists each cause four times; agent/outputs/node/labels.py has the rules);
 - strategic merge patch puts a condition it adds first (tests/kube_patch.py); an element
   without `type` is 500; JSON merge patch of /status replaces the whole list; status in a
   patch of the main object is dropped;
@@ -47,7 +47,11 @@ from urllib.parse import unquote
 
 # The validation messages are apimachinery's wording; the replay test compares them with the
 # recorded server's, so reusing the agent's port here is checked, not assumed.
-from agent.kube.labels import annotation_key_errors, label_value_errors, qualified_name_errors
+from agent.outputs.node.labels import (
+    annotation_key_errors,
+    label_value_errors,
+    qualified_name_errors,
+)
 from tests.kube_certs import CA
 from tests.kube_http import _Handler, _NotJson, kubeconfig_yaml, status_object
 from tests.kube_patch import MergeKeyError, merge_patch, strategic_merge_patch
@@ -577,7 +581,7 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-# NodeRestriction's label rule, written here independently of agent/kube/labels.py (which the
+# NodeRestriction's label rule, written here independently of agent/outputs/node/labels.py (which the
 # tests check against this): plugin/pkg/admission/noderestriction/admission.go
 # getForbiddenLabels and k8s.io/kubelet/pkg/apis/well_known_labels.go IsKubeletLabel.
 _KUBELET_EXACT = {

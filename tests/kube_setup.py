@@ -4,7 +4,7 @@ token and a kubeconfig pointing at it, and a Publisher on that kubeconfig."""
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from agent.config import Config
-from agent.kube.publish import Publisher
+from agent.outputs.node.publish import Publisher
 from tests.kube_double import KubeDouble, kubeconfig_yaml
 
 NODE = "gpu-host-1"

@@ -202,8 +202,8 @@ def test_stale_unpacked_bundles_of_dead_processes_are_removed(place):
 
 def test_pax_header_is_refused_before_tarfile_parses_anything(tmp_path, monkeypatch):
     # In-process, on whatever interpreter runs this file: tarfile must never be opened.
-    from agent import bundle as bundle_mod
     from agent.errors import BundleError
+    from agent.host import bundle as bundle_mod
 
     archive = ARCHIVES["pax-1mib"](tmp_path, make_canary(tmp_path))
 
@@ -221,8 +221,8 @@ def test_pax_header_is_refused_before_tarfile_parses_anything(tmp_path, monkeypa
 def test_decompression_is_capped_whatever_the_headers_say(tmp_path, monkeypatch):
     # The stream cap itself (MAX_STREAM_BYTES), not the per-member size: shrink it so a small
     # archive of many small members crosses it.
-    from agent import bundle as bundle_mod
     from agent.errors import BundleError
+    from agent.host import bundle as bundle_mod
 
     archive = write_tar(tmp_path / "many.tar.gz",
                         [reg("bundle.yaml", META)] + [reg(f"root/f{i}", b"y" * 4096)
@@ -243,8 +243,8 @@ def test_decompression_is_capped_whatever_the_headers_say(tmp_path, monkeypatch)
     ([reg("bundle.yaml", META), sym("s", "/x"), sym("s", "/y")], "appears twice"),
 ])
 def test_member_rules(tmp_path, members, problem):
-    from agent.bundle import load_bundle
     from agent.errors import BundleError
+    from agent.host.bundle import load_bundle
 
     archive = write_tar(tmp_path / "m.tar.gz", members, fmt=tarfile.GNU_FORMAT)
     with pytest.raises(BundleError, match=problem) as info:
@@ -255,8 +255,8 @@ def test_member_rules(tmp_path, members, problem):
 def test_pre_scan_refuses_what_tarfile_would_desynchronise_on(tmp_path):
     # A PAX `size` keyword changes where tarfile looks for the next header: refused, so the
     # pre-scan and tarfile always walk the same headers.
-    from agent.bundle import load_bundle
     from agent.errors import BundleError
+    from agent.host.bundle import load_bundle
 
     info, data = reg("bundle.yaml", META)
     info.pax_headers = {"size": str(len(data))}
@@ -266,8 +266,8 @@ def test_pre_scan_refuses_what_tarfile_would_desynchronise_on(tmp_path):
 
 
 def test_live_is_the_source_type_not_the_path(tmp_path):
-    from agent.bundle import load_bundle
-    from agent.host import Host
+    from agent.host.bundle import load_bundle
+    from agent.host.seam import Host
 
     assert Host("/").is_live is False  # a tree at "/" is still a tree
     assert Host("/", live=True).is_live is True
@@ -290,7 +290,7 @@ AUDITED_TAR_RUNNER = textwrap.dedent("""
     from contextlib import redirect_stdout
     archive, repo = os.path.realpath(sys.argv[1]), sys.argv[2]
     sys.path.insert(0, repo)
-    import agent.cli, checks.registry, agent.bundle as B
+    import agent.cli, checks.registry, agent.host.bundle as B
     from agent.version import version
     version()
     agent.cli.resolve_policy(__import__("agent.config").config.Config(), None, "dra")
@@ -365,8 +365,8 @@ def test_packed_bundle_under_an_audit_hook_reads_nothing_outside(place):
 def test_run_never_publishes_a_fixture_even_when_the_config_names_a_kubeconfig(where):
     from types import SimpleNamespace
 
+    from agent.cli_run import _node_outputs
     from agent.config import Config
-    from agent.daemon_main import _node_outputs
 
     config = Config.model_validate({"kube": {"kubeconfig": "/etc/kubernetes/kubelet.conf"},
                                     "nfd": {"path": "/etc/kubernetes/node-feature-discovery"
@@ -385,7 +385,7 @@ def test_run_never_publishes_a_fixture_even_when_the_config_names_a_kubeconfig(w
 def test_signal_handlers_are_restored_and_a_later_handler_is_kept(tmp_path):
     import signal as sig
 
-    from agent.bundle import load_bundle
+    from agent.host.bundle import load_bundle
 
     archive = write_tar(tmp_path / "ok.tar.gz", [reg("bundle.yaml", META), dirm("root")])
     before = sig.getsignal(sig.SIGTERM)

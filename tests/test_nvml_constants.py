@@ -3,7 +3,7 @@ nvidia-nvml-dev wheel (a test dependency), parsed here, never against our own ta
 
 A swapped clock-event bit (hardware thermal slowdown decoded as sync boost) fails
 ``test_clock_event_bit_matches_nvml_h[hw_thermal_slowdown]`` and the behaviour test below,
-which builds its snapshot from the header's bit, not from agent.nvml_worker.CLOCK_EVENT_BITS.
+which builds its snapshot from the header's bit, not from agent.nvml.worker.CLOCK_EVENT_BITS.
 """
 import re
 from typing import Dict
@@ -11,9 +11,9 @@ from typing import Dict
 import pynvml
 import pytest
 
-from agent import nvml_worker
-from agent.host import Host, StaticGpus
+from agent.host.seam import Host, StaticGpus
 from agent.model import Status
+from agent.nvml import worker as nvml_worker
 from checks.gpu_health import GPU_THERMAL
 from checks.policy import ResolvedPolicy, load_policy
 from tests.nvml_sim import simlib
@@ -49,7 +49,7 @@ ERROR_MEMBERS: Dict[str, str] = {
 }
 FABRIC_MACROS = {"not_supported": "NOT_SUPPORTED", "not_started": "NOT_STARTED",
                  "in_progress": "IN_PROGRESS", "completed": "COMPLETED"}
-# The pynvml constants agent/nvml_worker.py and agent/nvml_events.py pass to NVML.
+# The pynvml constants agent/nvml/worker.py and agent/nvml/events.py pass to NVML.
 USED_CONSTANTS = (
     "NVML_TEMPERATURE_GPU", "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",
     "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", "NVML_VOLATILE_ECC", "NVML_AGGREGATE_ECC",

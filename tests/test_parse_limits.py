@@ -9,8 +9,8 @@ import tarfile
 
 import pytest
 
-from agent import jsonio, yamlio
 from agent.errors import ParseError
+from agent.safeio import jsonio, yamlio
 from tests.conftest import REPO
 from tests.hostile_bundles import META, dirm, reg, write_tar
 
@@ -151,7 +151,7 @@ def test_kmsg_log_over_the_line_cap_is_exit_2_and_only_newline_counts(tmp_path):
     b = _dir_bundle(tmp_path)
     (b / "kmsg.log").write_bytes(b"x\n" * 100_001)  # 200 KB, under the byte cap
     _one_line_exit_2(_cli("check", "--bundle", str(b), tmp_path=tmp_path), "100000 lines")
-    from agent.bundle import load_bundle
+    from agent.host.bundle import load_bundle
 
     (b / "kmsg.log").write_bytes(b"a\rb\x0cc\n" * 3)  # \r, \f are not record separators
     loaded = load_bundle(b)

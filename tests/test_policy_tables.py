@@ -24,8 +24,8 @@ from typing import Dict, Optional, Tuple
 
 import pytest
 
-from agent.bundle import RecordedCommands
-from agent.host import Host
+from agent.host.bundle import RecordedCommands
+from agent.host.seam import Host
 from agent.model import CheckResult, Severity, Status
 from agent.report import evaluate_gate
 from checks.driver import DRIVER_BRANCH

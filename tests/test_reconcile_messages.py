@@ -1,8 +1,13 @@
-"""The GPUReady condition's reason and message for a closed gate (agent/kube/reconcile.py
+"""The GPUReady condition's reason and message for a closed gate (agent/outputs/node/reconcile.py
 closed_reason/closed_message), with exact expected strings: written against the mutants the
 mutation tier found surviving there (docs/testing.md)."""
-from agent.kube.reconcile import REASON_FAILED, REASON_UNKNOWN, closed_message, closed_reason
 from agent.model import Status
+from agent.outputs.node.reconcile import (
+    REASON_FAILED,
+    REASON_UNKNOWN,
+    closed_message,
+    closed_reason,
+)
 from tests.kube_reports import report
 
 
@@ -58,7 +63,7 @@ def test_message_cut_when_the_head_leaves_no_room():
 
 # -- gpus_in_use and the allocation-label notes -------------------------------------------------
 def test_gpus_in_use_counts_claims_and_pods():
-    from agent.kube.reconcile import gpus_in_use
+    from agent.outputs.node.reconcile import gpus_in_use
 
     assert gpus_in_use(report(in_use={"dra_claims": 2, "device_plugin_pods": 1})) == 3
     assert gpus_in_use(report(in_use={"dra_claims": 0, "device_plugin_pods": 2})) == 2
@@ -79,7 +84,7 @@ def test_gpus_in_use_counts_claims_and_pods():
 def test_allocation_label_notes_are_exact():
     import json
 
-    from agent.kube.reconcile import plan
+    from agent.outputs.node.reconcile import plan
     from tests.kube_reports import config
 
     alloc = "workload.example.com/gpu-allocation"
@@ -100,7 +105,7 @@ def test_allocation_label_notes_are_exact():
 def test_renamed_labels_old_allocation_kept_old_health_removed_and_annotation_sorted():
     import json
 
-    from agent.kube.reconcile import plan
+    from agent.outputs.node.reconcile import plan
     from tests.kube_reports import config
 
     owned_key = "gpu-node-agent.workload.example.com/managed"
@@ -120,7 +125,7 @@ def test_renamed_labels_old_allocation_kept_old_health_removed_and_annotation_so
 
 
 def test_owned_annotation_of_any_shape_is_treated_as_nothing_owned():
-    from agent.kube.reconcile import plan
+    from agent.outputs.node.reconcile import plan
     from tests.kube_reports import config
 
     owned_key = "gpu-node-agent.workload.example.com/managed"
@@ -134,7 +139,7 @@ def test_owned_annotation_of_any_shape_is_treated_as_nothing_owned():
 def test_rfc3339_is_utc_whatever_the_local_zone(monkeypatch):
     import time
 
-    from agent.kube.reconcile import rfc3339
+    from agent.outputs.node.reconcile import rfc3339
 
     monkeypatch.setenv("TZ", "Asia/Tokyo")
     time.tzset()
@@ -151,7 +156,7 @@ def test_reason_when_a_blocking_check_has_no_result():
 
 
 def test_a_label_already_set_stays_while_a_reopened_gate_counts_its_runs():
-    from agent.kube.reconcile import plan
+    from agent.outputs.node.reconcile import plan
     from tests.kube_reports import config
 
     alloc = "workload.example.com/gpu-allocation"

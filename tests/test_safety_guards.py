@@ -1,7 +1,7 @@
 """Safety branches, each with a test that fails when its guard is removed.
 
 - allocation label kept while DRA claims are prepared (and when the label was renamed in the
-  config: the old key is kept too), agent/kube/reconcile.py;
+  config: the old key is kept too), agent/outputs/node/reconcile.py;
 - a CDI hook that exists but is not executable fails cdi-spec-current (the container runtime
   execs it: runc's createContainer hook fails with EACCES and so does the container);
 - containerd 1.x merge rules (cmd/containerd/server/config/config.go, 1.6/1.7 branches).
@@ -15,9 +15,9 @@ import os
 
 import pytest
 
-from agent.host import Host, StaticFacts
-from agent.kube.reconcile import plan
+from agent.host.seam import Host, StaticFacts
 from agent.model import Status
+from agent.outputs.node.reconcile import plan
 from checks.cdi_spec_current import CDI_SPEC_CURRENT
 from checks.containerd_config import CRI_V1, CRI_V2, load_effective
 from checks.policy import ResolvedPolicy, load_policy

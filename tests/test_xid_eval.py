@@ -4,8 +4,8 @@ daemon recorded counts unless a clear after it covers its GPU and class).
 
 These were written against the mutants the mutation tier found surviving in this module.
 """
-from agent.host import Host
-from agent.xid import GpuMap, XidEvent
+from agent.host.seam import Host
+from agent.xid.events import GpuMap, XidEvent
 from checks.xid_eval import (
     add_state_faults,
     fatal_summary,

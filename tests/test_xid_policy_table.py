@@ -17,7 +17,7 @@ from typing import Dict, Tuple
 
 import pytest
 
-from agent.host import Host, StaticFacts, StaticGpus
+from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.model import Status
 from checks.gpu_xid import FIX_REBOOT, FIX_RESET, GPU_XID
 from checks.policy import ResolvedPolicy, load_policy

@@ -2,7 +2,7 @@
 # The NVML tests (tests/nvml_sim, tests/integration/test_nvml_*.py):
 #  - installed (a developer's compiler): gcc and the C library headers, to compile the
 #    simulated libnvidia-ml.so.1 (its nvml.h comes from the nvidia-nvml-dev wheel in the test
-#    extras); libudev1, which pyudev loads at run time (agent/live.py);
+#    extras); libudev1, which pyudev loads at run time (agent/host/live.py);
 #  - unpacked into the cache (.ci/lib.sh unpack_debs): umockdev-run and its libraries
 #    (libumockdev0, libpcap0.8), so pyudev enumerates fake NVIDIA PCI devices under it.
 set -euo pipefail

@@ -1,5 +1,5 @@
 """The verdict on the Node: kubeconfig, a small API client, the node name, reconcile, publish.
 
-Only agent.cli and agent.daemon (composition roots) use this package; checks never do (they
+Only agent.cli and agent.daemon.service (composition roots) use this package; checks never do (they
 read the API through host facts, agent/kube/facts.py).
 """

@@ -93,7 +93,7 @@ _SHARED_LOCK = threading.Lock()
 
 
 def with_kube_facts(base: Any, config: Any) -> Any:
-    """The live host's fact source plus the API facts (agent.hosts.live_host wires this); the
+    """The live host's fact source plus the API facts (agent.host.build.live_host wires this); the
     session is the process's shared one, which the publisher uses too."""
     kcfg = getattr(config, "kube", None)
     if kcfg is None:

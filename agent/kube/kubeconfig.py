@@ -35,8 +35,8 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from agent.boundedio import CONFIG_CAP, read_bytes_capped
-from agent.yamlio import safe_load
+from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
+from agent.safeio.yamlio import safe_load
 
 EXEC_API_VERSIONS = (
     "client.authentication.k8s.io/v1beta1",

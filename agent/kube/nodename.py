@@ -21,7 +21,7 @@ import shlex
 from typing import Any, Iterable, List, Optional, Tuple
 
 from agent.kube.kubeconfig import client_cert_cn
-from agent.yamlio import YamlError, safe_load_all
+from agent.safeio.yamlio import YamlError, safe_load_all
 
 # nodeadm reads its NodeConfig from `nodeadm init --config-source file://<file or dir>`;
 # a directory's documents merge in file-name order (so the last nodeName wins). The first

@@ -74,7 +74,7 @@ class KubeSession:
             if self._name is None:
                 host = self._host
                 if host is None:
-                    from agent.host import Host
+                    from agent.host.seam import Host
 
                     host = Host("/", description="this host", live=True)
                 paths = self.kcfg.nodeadm_config_paths or NODEADM_CONFIGS

@@ -2,9 +2,9 @@
 GPUs are in use through it."""
 import pytest
 
-from agent.bundle import load_bundle
 from agent.config import Config
-from agent.host import Host, StaticFacts
+from agent.host.bundle import load_bundle
+from agent.host.seam import Host, StaticFacts
 from checks.allocation_owner import ALLOCATION_OWNER, dp_pods, dra_claims
 from checks.policy import ResolvedPolicy, load_policy
 from tests.conftest import bundle

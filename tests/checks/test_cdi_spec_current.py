@@ -2,9 +2,9 @@
 small trees."""
 import yaml
 
-from agent.bundle import load_bundle
 from agent.config import Config
-from agent.host import Host, StaticFacts
+from agent.host.bundle import load_bundle
+from agent.host.seam import Host, StaticFacts
 from checks.cdi_spec_current import CDI_SPEC_CURRENT
 from checks.cdi_specs import covered_gpu_nodes, format_problems, parse_spec
 from checks.policy import ResolvedPolicy, load_policy

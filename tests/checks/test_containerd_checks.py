@@ -8,9 +8,9 @@ from typing import Dict, Optional
 
 import pytest
 
-from agent.bundle import RecordedCommands, load_bundle
 from agent.config import Config
-from agent.host import Host
+from agent.host.bundle import RecordedCommands, load_bundle
+from agent.host.seam import Host
 from checks.containerd_cdi import CONTAINERD_CDI
 from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.policy import ResolvedPolicy, load_policy
@@ -202,7 +202,7 @@ def test_var_run_and_run_are_the_same_directory(tmp_path):
 
 
 def test_collect_captures_imports_and_runtime_binaries(tmp_path):
-    from agent.collect import collect
+    from agent.host.collect import collect
 
     loaded = load_bundle(bundle("containerd-v2-config-only"))
     try:
@@ -222,7 +222,7 @@ def test_collect_captures_imports_and_runtime_binaries(tmp_path):
 def test_a_collected_config_with_a_registry_password_still_parses(tmp_path):
     """collect redacts `password = "..."` to a bare REDACTED (no longer TOML); the checks read
     the collected config as containerd would have read the original."""
-    from agent.collect import collect
+    from agent.host.collect import collect
 
     auth = ('\n[plugins."io.containerd.grpc.v1.cri".registry.configs."r.example".auth]\n'
             '  username = "u"\n  password = "hunter2"\n')

@@ -7,9 +7,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.bundle import RecordedCommands
 from agent.config import Config
-from agent.host import Host
+from agent.host.bundle import RecordedCommands
+from agent.host.seam import Host
 from checks.allocation_owner import ALLOCATION_OWNER
 from checks.cdi_spec_current import CDI_SPEC_CURRENT
 from checks.containerd_cdi import CONTAINERD_CDI

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from agent.host import Host, StaticFacts, StaticGpus
+from agent.host.seam import Host, StaticFacts, StaticGpus
 from checks.gpu_xid import GPU_XID
 from checks.policy import ResolvedPolicy, load_policy
 from tests.conftest import bundle, run_cli
@@ -108,10 +108,10 @@ def test_the_check_writes_nothing(tmp_path):
 
 
 def test_collect_round_trips_the_kernel_log_and_the_state(tmp_path):
-    from agent.bundle import load_bundle
-    from agent.collect import collect
-    from agent.kernel_source import DeviceSource
-    from agent.kmsg import render
+    from agent.host.bundle import load_bundle
+    from agent.host.collect import collect
+    from agent.xid.kernel_source import DeviceSource
+    from agent.xid.kmsg import render
 
     kmsg = tmp_path / "kmsg"  # a file in /dev/kmsg record format, read by the agent's reader
     kmsg.write_text("3,1,5000000,-;usb 1-1: new device\n"

@@ -4,7 +4,7 @@ have judged on its own: one of its declared inputs (files it reads, commands it 
 facts, the GPU snapshot, the kernel log) is absent. Walked over every fixture and every path."""
 import pytest
 
-from agent.hosts import open_host
+from agent.host.build import open_host
 from agent.model import PATHS
 from checks.registry import ALL_CHECKS
 from tests.conftest import BUNDLES, run_cli

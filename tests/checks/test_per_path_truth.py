@@ -28,11 +28,11 @@ def _alone(name: str, path: str) -> dict:
 
 def _metric_gates(name: str) -> dict:
     """The default-path report rendered as metrics, through the same pieces `run` uses."""
-    from agent import metrics
     from agent.cli import resolve_policy
     from agent.config import Config
     from agent.engine import Engine
-    from agent.hosts import open_host
+    from agent.host.build import open_host
+    from agent.outputs import metrics
     from agent.report import build_report
     from checks.registry import ALL_CHECKS
 

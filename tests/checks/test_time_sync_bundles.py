@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.bundle import load_bundle
 from agent.config import Config
+from agent.host.bundle import load_bundle
 from checks.policy import ResolvedPolicy, load_policy
 from checks.time_sync import RUNS, TIME_SYNC
 from tests.conftest import BUNDLES, bundle, run_cli
@@ -108,7 +108,7 @@ def test_bundles_hold_the_real_captured_outputs():
 
 
 def _asked(answers):
-    from agent.host import CommandResult, Host, StaticFacts
+    from agent.host.seam import CommandResult, Host, StaticFacts
 
     asked = []
 

@@ -91,6 +91,6 @@ SNAPSHOT_OBJECT = st.fixed_dictionaries({}, optional={
     "device_count": maybe(INTS),
     "gpus": maybe(st.lists(GPU, max_size=4)),
 })
-# gpus.json in a bundle is an object (agent/bundle.py refuses anything else); a live snapshot
+# gpus.json in a bundle is an object (agent/host/bundle.py refuses anything else); a live snapshot
 # is built by the agent. Any JSON value still goes in now and then: nothing may depend on it.
 SNAPSHOT = st.one_of(SNAPSHOT_OBJECT, SNAPSHOT_OBJECT, SNAPSHOT_OBJECT, JSON)

@@ -1,4 +1,4 @@
-"""Kernel-log lines (agent/kmsg.py) and XIDs in them (agent/xid.py): every format parse_line
+"""Kernel-log lines (agent/xid/kmsg.py) and XIDs in them (agent/xid/events.py): every format parse_line
 reads (/dev/kmsg records, dmesg, dmesg -r/-T, journalctl short-monotonic/short-iso, syslog),
 raw /dev/kmsg reads, journal JSON, with hostile fields. These parsers have no error type: a
 line that does not parse is all message, a record that does not parse is skipped and
@@ -8,8 +8,15 @@ from typing import Any, List
 
 from hypothesis import strategies as st
 
-from agent.kmsg import KernelLine, KmsgReader, parse_journal_json, parse_line, parse_record, render
-from agent.xid import GpuMap, events_from_lines, parse_xid, pci_key, recovered_pci
+from agent.xid.events import GpuMap, events_from_lines, parse_xid, pci_key, recovered_pci
+from agent.xid.kmsg import (
+    KernelLine,
+    KmsgReader,
+    parse_journal_json,
+    parse_line,
+    parse_record,
+    render,
+)
 from tests.fuzz.conftest import deep, expect, quick
 from tests.fuzz.strategies import DIGITS, JSON, NASTY, SNAPSHOT, TEXT
 

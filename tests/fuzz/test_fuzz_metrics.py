@@ -1,4 +1,4 @@
-"""The metrics renderer (agent/metrics.py) on a malformed GPU snapshot, malformed check
+"""The metrics renderer (agent/outputs/metrics.py) on a malformed GPU snapshot, malformed check
 details and odd XID counter keys: it never raises (a raise here would break every `run`
 cycle), and what it renders is an exposition Prometheus' own parser reads."""
 import math
@@ -7,8 +7,8 @@ from typing import Any, Dict
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.metrics import MetricsInput, render
 from agent.model import CheckResult, Severity, Status
+from agent.outputs.metrics import MetricsInput, render
 from agent.report import build_report
 from checks.registry import ALL_CHECKS
 from tests.fuzz.conftest import deep, expect, quick

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from hypothesis import strategies as st
 
-from agent.host import CommandResult
+from agent.host.seam import CommandResult
 from agent.model import Outcome, Status
 from checks.time_parsers import (
     ChronyTracking,

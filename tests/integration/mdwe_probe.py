@@ -74,8 +74,8 @@ def main() -> int:
     libc.qsort(arr, 4, ctypes.sizeof(ctypes.c_int), cb)
     assert list(arr) == [0, 1, 2, 3]
     print("ctypes callback ok")
-    # 2. the time check's read-only adjtimex (agent/live.py, ctypes)
-    from agent.live import LiveFacts
+    # 2. the time check's read-only adjtimex (agent/host/live.py, ctypes)
+    from agent.host.live import LiveFacts
 
     print("adjtimex ok:", sorted((LiveFacts().fact("adjtimex") or {}).keys())[:3])
     # 3. pyudev's libudev (ctypes)
@@ -84,7 +84,7 @@ def main() -> int:
     print("pyudev ok:", sum(1 for _ in pyudev.Context().list_devices(subsystem="mem")) >= 0)
     # 4. the NVML worker (pynvml, ctypes) against whatever libnvidia-ml LD_LIBRARY_PATH gives
     if os.environ.get("NVML_SIM_SCENARIO"):
-        from agent.nvml_client import NvmlClient
+        from agent.nvml.client import NvmlClient
 
         client = NvmlClient(deadline_s=20, first_deadline_s=30)
         try:

@@ -20,8 +20,8 @@ from typing import List, Optional
 import pytest
 
 from agent.config import Config
-from agent.host import CommandResult, Host, StaticFacts
-from agent.live import SubprocessCommands, adjtimex
+from agent.host.live import SubprocessCommands, adjtimex
+from agent.host.seam import CommandResult, Host, StaticFacts
 from checks.policy import ResolvedPolicy, load_policy
 from checks.time_sync import TIME_SYNC
 from tests.components import component
@@ -210,8 +210,8 @@ def test_pass_turns_to_fail_within_the_bound_after_the_server_stops(workdir, ser
 
 def test_collected_bundle_replays_the_live_verdict(workdir, server):
     """collect records exactly what the check declares, so the bundle judges the same."""
-    from agent.bundle import load_bundle
-    from agent.collect import collect
+    from agent.host.bundle import load_bundle
+    from agent.host.collect import collect
 
     c = client(workdir, "client", server.port)
     try:

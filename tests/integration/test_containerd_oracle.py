@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.bundle import RecordedCommands
 from agent.config import Config
-from agent.host import Host
+from agent.host.bundle import RecordedCommands
+from agent.host.seam import Host
 from checks.containerd_cdi import CONTAINERD_CDI
 from checks.containerd_config import CRI_V2, load_effective, table
 from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME

@@ -8,11 +8,11 @@ import time
 import pytest
 
 from agent.config import Config
-from agent.daemon import Daemon, Generation, Source
-from agent.kube.publish import Publisher
+from agent.daemon.sdnotify import Notifier
+from agent.daemon.service import Daemon, Generation, Source
 from agent.logs import setup
 from agent.model import Check, Interval, Severity, passed
-from agent.sdnotify import Notifier
+from agent.outputs.node.publish import Publisher
 from tests.integration.agentproc import wait_for
 from tests.kube_setup import NODE, serve_node
 

@@ -8,10 +8,10 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from agent.bundle import RecordedCommands
 from agent.config import Config
 from agent.engine import Engine
-from agent.host import Host, StaticFacts
+from agent.host.bundle import RecordedCommands
+from agent.host.seam import Host, StaticFacts
 from agent.report import build_report
 from checks.policy import ResolvedPolicy, load_policy
 from checks.registry import ALL_CHECKS

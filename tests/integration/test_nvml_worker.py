@@ -12,7 +12,7 @@ from typing import List
 
 import pytest
 
-from agent.nvml_client import NvmlClient
+from agent.nvml.client import NvmlClient
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ def workers_using(scenario: Path) -> List[int]:
                 cmd = fh.read()
         except OSError:
             continue
-        if needle in env and b"agent.nvml_worker" in cmd and alive(int(entry)):
+        if needle in env and b"agent.nvml.worker" in cmd and alive(int(entry)):
             found.append(int(entry))
     return found
 
@@ -152,7 +152,7 @@ def test_worker_maintenance_op_holds_nothing_until_resumed(nvml_sim):
         {"id": 1, "op": "snapshot"}, {"id": 2, "op": "maintenance", "on": True},
         {"id": 3, "op": "snapshot"}, {"id": 4, "op": "maintenance", "on": False},
         {"id": 5, "op": "snapshot"}]) + "\n"
-    out = subprocess.run([sys.executable, "-m", "agent.nvml_worker"], input=lines, env=env,
+    out = subprocess.run([sys.executable, "-m", "agent.nvml.worker"], input=lines, env=env,
                          capture_output=True, text=True, timeout=60, cwd=REPO, check=True)
     replies = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["id"] for r in replies] == [1, 2, 3, 4, 5]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.redact import REDACTED, emit_toml, redact_data, redact_file
+from agent.host.redact import REDACTED, emit_toml, redact_data, redact_file
 from tests.collect_hostile import dump_output, plan
 from tests.integration.containerd.support import containerd
 

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from agent.config import Config
-from agent.daemon import Daemon, Generation, Source
+from agent.daemon.sdnotify import Notifier
+from agent.daemon.service import Daemon, Generation, Source
 from agent.logs import setup
 from agent.model import Check, Interval, Severity, passed
-from agent.sdnotify import Notifier
 from tests.integration.agentproc import wait_for
 from tests.unit.test_metrics import _parse, _value
 

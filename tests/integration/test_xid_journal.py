@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.host import Host
-from agent.kernel_source import JournalSource, open_kernel_source, since_boot_lines
-from agent.live import SubprocessCommands
-from agent.state import StateStore
-from agent.xid_monitor import XidMonitor
+from agent.host.live import SubprocessCommands
+from agent.host.seam import Host
+from agent.xid.kernel_source import JournalSource, open_kernel_source, since_boot_lines
+from agent.xid.monitor import XidMonitor
+from agent.xid.state import StateStore
 from checks.gpu_xid import GPU_XID
 from checks.policy import ResolvedPolicy, load_policy
 from checks.xid_policy import load_xid_policy

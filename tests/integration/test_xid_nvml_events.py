@@ -1,6 +1,6 @@
-"""NVML XID events end to end: the real pynvml in `python -m agent.nvml_worker --events` against
+"""NVML XID events end to end: the real pynvml in `python -m agent.nvml.worker --events` against
 the simulated libnvidia-ml.so.1 (compiled with gcc against NVIDIA's nvml.h), streamed by
-agent.nvml_events.NvmlEventStream into XidMonitor:
+agent.nvml.events.NvmlEventStream into XidMonitor:
 
 - scenario xid-events.json: XID 48 on GPU 2 then XID 94 on GPU 5 -> 48 is a sticky reset-gpu
   fault on GPU 2, 94 is counted (restart-app); the kernel log's line for the same 48 within
@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from agent.kmsg import parse_line
-from agent.nvml_events import NvmlEventStream
-from agent.state import StateStore
-from agent.xid_monitor import XidMonitor
+from agent.nvml.events import NvmlEventStream
+from agent.xid.kmsg import parse_line
+from agent.xid.monitor import XidMonitor
+from agent.xid.state import StateStore
 from checks.xid_policy import load_xid_policy
 from tests.nvml_sim.fixtures import nvml_sim, nvml_sim_build  # noqa: F401  (fixtures)
 

@@ -1,4 +1,4 @@
-"""Sticky faults across a SIGKILL: a real recorder process (`python -m agent.xid_monitor`, the
+"""Sticky faults across a SIGKILL: a real recorder process (`python -m agent.xid.monitor`, the
 XID part of `run`) reads a kernel-log file in /dev/kmsg record format and writes the state;
 gpu-xid reads the state the way the live host does (LiveFacts' "sticky" fact).
 
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.host import Host
-from agent.live import LiveFacts
+from agent.host.live import LiveFacts
+from agent.host.seam import Host
 from checks.gpu_xid import GPU_XID
 from checks.policy import ResolvedPolicy, load_policy
 
@@ -41,7 +41,7 @@ class Recorder:
     def start(self):
         with open(self.err, "ab") as err:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "agent.xid_monitor", "--state-dir", str(self.state_dir),
+                [sys.executable, "-m", "agent.xid.monitor", "--state-dir", str(self.state_dir),
                  "--kmsg", str(self.kmsg), "--boot-id-file", str(self.boot_file),
                  "--interval", "0.05"],
                 cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,

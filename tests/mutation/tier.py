@@ -5,7 +5,7 @@ Two parts, both on a throwaway copy of the working tree (the checkout is never m
 1. Named mutations: the bugs a mutation pass once slipped past the suite, each applied as a
    text edit and run against the test that must catch it. Every one must fail its test.
 2. mutmut 3 over the target modules (checks/, gate evaluation in agent/report.py, the Node
-   reconcile in agent/kube/reconcile.py, redaction in agent/redact.py): on a change, only the
+   reconcile in agent/outputs/node/reconcile.py, redaction in agent/host/redact.py): on a change, only the
    targets the change touches (``--base REV``: ``git diff --name-only REV`` intersected with
    the targets); ``--all`` for the nightly-sized run; or modules named on the command line.
    Prints killed/survived per module and the kill rate over non-equivalent mutants
@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-TARGET_GLOBS = ("checks/*.py", "agent/report.py", "agent/kube/reconcile.py", "agent/redact.py")
+TARGET_GLOBS = ("checks/*.py", "agent/report.py", "agent/outputs/node/reconcile.py", "agent/host/redact.py")
 NOT_TARGETS = ("checks/__init__.py",)
 PYTEST_ARGS = ["-p", "no:cacheprovider", "-q", "-m", "not integration", "-x"]
 # Not run under mutmut: the bundle-isolation test's audit hook sees mutmut's own trampoline
@@ -69,11 +69,11 @@ NAMED: Tuple[Tuple[str, str, str, str, Tuple[str, ...]], ...] = (
      'reboot = any(v["class"] == "reboot" for v in fatal.values())',
      'reboot = all(v["class"] == "reboot" for v in fatal.values())',
      ("tests/test_xid_policy_table.py",)),
-    ("allocation-label guard removed (renamed label)", "agent/kube/reconcile.py",
+    ("allocation-label guard removed (renamed label)", "agent/outputs/node/reconcile.py",
      "if old == old_alloc and (in_use is None or in_use > 0):",
      "if False:",
      ("tests/test_safety_guards.py",)),
-    ("allocation-label guard removed (current label)", "agent/kube/reconcile.py",
+    ("allocation-label guard removed (current label)", "agent/outputs/node/reconcile.py",
      "    elif in_use is None or in_use > 0:\n        want[akey] = current\n",
      "    elif False:\n        want[akey] = current\n",
      ("tests/test_safety_guards.py",)),
@@ -81,7 +81,7 @@ NAMED: Tuple[Tuple[str, str, str, str, Tuple[str, ...]], ...] = (
      "[p for p in refs.hooks if not host.is_executable(p)]",
      "[p for p in refs.hooks if not host.exists(p)]",
      ("tests/test_safety_guards.py",)),
-    ("clock-event bits swapped (HW thermal <-> sync boost)", "agent/nvml_worker.py",
+    ("clock-event bits swapped (HW thermal <-> sync boost)", "agent/nvml/worker.py",
      '    (0x10, "sync_boost"),\n    (0x20, "sw_thermal_slowdown"),\n    (0x40, "hw_thermal_slowdown"),\n',
      '    (0x40, "sync_boost"),\n    (0x20, "sw_thermal_slowdown"),\n    (0x10, "hw_thermal_slowdown"),\n',
      ("tests/test_nvml_constants.py",)),
@@ -90,7 +90,7 @@ NAMED: Tuple[Tuple[str, str, str, str, Tuple[str, ...]], ...] = (
      "                section[name] = copy.deepcopy(sub) if name not in section else "
      "{**section[name], **copy.deepcopy(sub)}\n",
      ("tests/test_safety_guards.py",)),
-    ("collect records command output unredacted", "agent/collect.py",
+    ("collect records command output unredacted", "agent/host/collect.py",
      'rec["stdout"] = redact_command_output(rec["argv"], rec["stdout"])',
      'rec["stdout"] = rec["stdout"]',
      ("tests/unit/test_redaction.py",)),

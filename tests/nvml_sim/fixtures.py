@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from agent.nvml_client import NvmlClient, NvmlGpuSource
+from agent.nvml.client import NvmlClient, NvmlGpuSource
 from tests.nvml_sim import simlib
 
 

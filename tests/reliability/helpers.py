@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from agent.config import Config
-from agent.daemon import Daemon, Generation, Source
-from agent.daemon_util import Clock
+from agent.daemon.parts import Clock
+from agent.daemon.sdnotify import Notifier
+from agent.daemon.service import Daemon, Generation, Source
 from agent.logs import setup
 from agent.model import Check, Interval, Severity
-from agent.sdnotify import Notifier
 from tests.integration.agentproc import BUNDLES
 
 HEALTHY_ROOT = str(BUNDLES / "host-foundation-only" / "root")

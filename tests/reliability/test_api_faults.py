@@ -1,4 +1,4 @@
-"""Fault matrix, Kubernetes API rows: the publisher (agent/kube/publish.py) against the HTTPS API
+"""Fault matrix, Kubernetes API rows: the publisher (agent/outputs/node/publish.py) against the HTTPS API
 double (tests/kube_double.py) answering each fault, one test per row. Each asserts the outcome
 the row promises: no "healthy" written while the API misbehaves, the next attempt within its
 bound (backoff, Retry-After capped at the heartbeat interval), recovery when the API is back,
@@ -13,10 +13,10 @@ import socket
 
 import pytest
 
-from agent.daemon import Daemon, Source
+from agent.daemon.sdnotify import Notifier
+from agent.daemon.service import Daemon, Source
 from agent.logs import setup
 from agent.model import Interval, passed
-from agent.sdnotify import Notifier
 from tests.integration.agentproc import wait_for
 from tests.kube_certs import CA
 from tests.kube_double import kubeconfig_yaml
@@ -224,7 +224,7 @@ def test_exec_plugin_hang_is_killed_and_backs_off(api, tmp_path):
 
 def test_scrapes_answered_while_the_publisher_is_stuck_on_a_hung_plugin(api, tmp_path):
     """Rows "API down" / "exec-plugin hang" for `run`: the publisher runs in its own thread
-    (agent/daemon_util.py), so metrics are served while it waits."""
+    (agent/daemon/parts.py), so metrics are served while it waits."""
     double, _ = api
     plugin = tmp_path / "hangs"
     plugin.write_text("#!/bin/sh\nexec sleep 60\n")
@@ -254,7 +254,7 @@ def test_error_bodies_are_logged_bounded_and_without_control_characters(api, cap
     hostile = "evil\r\nFAKE LOG LINE level=critical\x1b[31m" + "x" * 5000
     double.inject(500, message=hostile)
     pub = publisher(kc, Clock())
-    with caplog.at_level("WARNING", logger="agent.kube.publish"):
+    with caplog.at_level("WARNING", logger="agent.outputs.node.publish"):
         res = pub.publish(report())
     assert res.error and "\n" not in res.error and "\x1b" not in res.error
     logged = [r.getMessage() for r in caplog.records]

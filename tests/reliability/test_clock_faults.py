@@ -1,5 +1,5 @@
 """Fault matrix, clock rows: the agent's wall clock steps forward a day, then back an hour,
-through a shim for this agent only (agent.daemon_util.Clock injected into the Daemon; the
+through a shim for this agent only (agent.daemon.parts.Clock injected into the Daemon; the
 machine's clock is never touched). The next cycle must come on the monotonic schedule, and
 only the timestamps written out may move with the wall clock."""
 import contextlib
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agent.daemon_util import Clock, Supervised
+from agent.daemon.parts import Clock, Supervised
 from agent.logs import setup
 from agent.model import passed
 from tests.integration.agentproc import wait_for
@@ -73,7 +73,7 @@ def test_the_watchdog_keeps_pinging_across_a_wall_clock_step(tmp_path, step_s):
     the pings."""
     import socket
 
-    from agent.sdnotify import Notifier
+    from agent.daemon.sdnotify import Notifier
 
     path = str(tmp_path / "notify.sock")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

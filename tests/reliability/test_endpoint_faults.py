@@ -7,9 +7,10 @@ import time
 
 import bcrypt
 
-from agent import httpserver, webconfig
-from agent.httpserver import MetricsServer
-from agent.webconfig import load_web_config
+from agent.outputs import metrics_server as httpserver
+from agent.outputs import webconfig
+from agent.outputs.metrics_server import MetricsServer
+from agent.outputs.webconfig import load_web_config
 from tests.integration.agentproc import BUNDLES, start_agent, wait_for
 from tests.reliability.helpers import (
     PARTIAL,

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from agent import clear as clear_mod
 from agent.cli import resolve_policy
 from agent.config import Config
-from agent.daemon import Daemon, Generation, Source
+from agent.daemon.sdnotify import Notifier
+from agent.daemon.service import Daemon, Generation, Source
 from agent.logs import setup
 from agent.model import Interval
-from agent.sdnotify import Notifier
-from agent.state import StateStore, add_fault, read_state_file
-from agent.xid_monitor import XidMonitor
+from agent.xid import clear as clear_mod
+from agent.xid.monitor import XidMonitor
+from agent.xid.state import StateStore, add_fault, read_state_file
 from checks.gpu_xid import GPU_XID
 from tests.conftest import run_cli
 from tests.integration.agentproc import wait_for

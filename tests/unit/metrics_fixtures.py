@@ -1,5 +1,5 @@
 """Inputs for the metrics tests: a few checks with the details the real checks write, and a
-two-GPU snapshot in docs/gpu-snapshot.md's schema (the shape agent/nvml_worker.py returns).
+two-GPU snapshot in docs/gpu-snapshot.md's schema (the shape agent/nvml/worker.py returns).
 Values are chosen here; the tests compare the exposition against these inputs."""
 import copy
 from typing import Any, Dict, List

@@ -4,7 +4,7 @@ import tarfile
 
 import pytest
 
-from agent.bundle import BundleError, load_bundle
+from agent.host.bundle import BundleError, load_bundle
 from tests.conftest import bundle
 
 

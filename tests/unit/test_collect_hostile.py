@@ -12,11 +12,11 @@ import tarfile
 import pytest
 import yaml
 
-from agent.bundle import load_bundle
 from agent.cli import main
-from agent.collect import collect
 from agent.errors import OutputError
-from agent.host import Host
+from agent.host.bundle import load_bundle
+from agent.host.collect import collect
+from agent.host.seam import Host
 from checks.registry import ALL_CHECKS
 from tests.collect_hostile import KMSG, FakeContainerd, build, bundle_bytes, leaks, plan, run_live
 
@@ -240,7 +240,7 @@ def test_the_archive_is_never_written_through_a_planted_partial_name(host_root, 
 def test_the_temp_archive_is_created_o_excl_mode_0600(host_root, tmp_path, monkeypatch):
     """Observe the temp file while tarfile writes it: random name in the target directory,
     0600 from the start (mkstemp: O_CREAT|O_EXCL, mode 0600)."""
-    import agent.collect as collect_mod
+    import agent.host.collect as collect_mod
 
     seen = {}
     real_open = collect_mod.tarfile.open
@@ -374,7 +374,7 @@ def test_collect_on_the_live_machine_leaks_nothing(tmp_path):
 def test_the_resolver_never_leaves_the_root(tmp_path):
     """Absolute and climbing link targets resolve inside the root (chroot semantics), so a
     file that exists only outside it is never opened, whatever the allow-list says."""
-    from agent.collect import Resolver
+    from agent.host.collect import Resolver
 
     outside = tmp_path / "outside.yaml"
     outside.write_text("outside\n")
@@ -393,7 +393,7 @@ def test_the_resolver_never_leaves_the_root(tmp_path):
         fd, canonical = resolver.open("/etc/cdi/ok.yaml")
         try:
             assert canonical == "/etc/cdi/real.yaml"
-            from agent.collect import _read_fd
+            from agent.host.collect import _read_fd
 
             assert _read_fd(fd, "/etc/cdi/ok.yaml") == b"inside\n"
         finally:

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from agent.host import Host, HostPathError
+from agent.host.seam import Host, HostPathError
 
 
 def test_absolute_symlink_resolves_inside_the_root(tmp_path):

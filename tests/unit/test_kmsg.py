@@ -1,4 +1,4 @@
-"""The kernel-log reader and line parsers (agent/kmsg.py, agent/kernel_source.py).
+"""The kernel-log reader and line parsers (agent/xid/kmsg.py, agent/xid/kernel_source.py).
 
 Record format facts come from the kernel's Documentation/ABI/testing/dev-kmsg: one record per
 read, ``pri,seq,ts_usec,flags;message``, dictionary lines start with a space, non-printable
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.host import CommandResult
-from agent.kernel_source import DeviceSource, JournalSource
-from agent.kmsg import (
+from agent.host.seam import CommandResult
+from agent.xid.kernel_source import DeviceSource, JournalSource
+from agent.xid.kmsg import (
     MAX_PENDING,
     KmsgReader,
     parse_journal_json,

@@ -5,9 +5,9 @@ measures the same path and prints time and peak memory)."""
 
 import tracemalloc
 
-from agent.kernel_source import DeviceSource
-from agent.state import StateStore
-from agent.xid_monitor import XidMonitor
+from agent.xid.kernel_source import DeviceSource
+from agent.xid.monitor import XidMonitor
+from agent.xid.state import StateStore
 from checks.xid_policy import load_xid_policy
 from tests.kmsg_double import BurstDevice
 

@@ -2,7 +2,7 @@
 and an error value (never an exception) when the API cannot be read."""
 import pytest
 
-from agent.host import Host
+from agent.host.seam import Host
 from agent.kube.facts import KubeFacts
 from tests.kube_double import KubeDouble, kubeconfig_yaml
 from tests.kube_reports import config
@@ -80,12 +80,12 @@ def test_hosts_built_per_cycle_share_one_cache(api):
 
 
 def test_run_shares_one_client_with_the_publisher_one_exec_run_per_credential(api, tmp_path):
-    """`run` wires the API facts (agent/hosts.py) and the publisher (agent/daemon_main.py) to
+    """`run` wires the API facts (agent/host/build.py) and the publisher (agent/cli_run.py) to
     the same session: the exec plugin runs once per credential lifetime, not once each."""
     import datetime
 
     from agent.kube.facts import with_kube_facts
-    from agent.kube.publish import Publisher
+    from agent.outputs.node.publish import Publisher
     from tests.kube_reports import report
 
     double, _ = api

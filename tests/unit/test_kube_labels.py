@@ -1,4 +1,4 @@
-"""Label and annotation rules (agent/kube/labels.py) and `config validate` refusing, before
+"""Label and annotation rules (agent/outputs/node/labels.py) and `config validate` refusing, before
 anything is sent, what the API server would refuse. Expected verdicts are written by hand from
 plugin/pkg/admission/noderestriction/admission.go, k8s.io/kubelet/pkg/apis/
 well_known_labels.go and apimachinery's validation.go, and checked against the recorded
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.kube.labels import (
+from agent.outputs.node.labels import (
     KUBELET_LABELS,
     annotation_prefix_problem,
     label_key_problem,

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from agent.kube.publish import Publisher
-from agent.kube.reconcile import rfc3339
+from agent.outputs.node.publish import Publisher
+from agent.outputs.node.reconcile import rfc3339
 from tests.kube_double import kubeconfig_yaml
 from tests.kube_reports import config, report
 from tests.kube_setup import NODE, Clock, make_publisher, serve_node
@@ -126,7 +126,7 @@ def test_403_reports_the_server_message_without_hot_retry(api):
     double, kc = api
     clock = Clock()
     pub = publisher(kc, clock)
-    # the config refuses such a key (agent/kube/labels.py); bypass it to see the API's answer
+    # the config refuses such a key (agent/outputs/node/labels.py); bypass it to see the API's answer
     pub.kcfg = pub.kcfg.model_copy(update={"health_label": "node-restriction.kubernetes.io/gpu-healthy"})
     res = pub.publish(report())
     assert "is not allowed to modify labels: node-restriction.kubernetes.io/gpu-healthy" in res.error

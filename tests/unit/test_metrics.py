@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent import metrics
-from agent.daemon import nvidia_majors, verdict_line, xid_counts
+from agent.daemon.service import nvidia_majors, verdict_line, xid_counts
+from agent.outputs import metrics
 from tests.unit.metrics_fixtures import CHECKS, report, snapshot
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent import metrics
+from agent.outputs import metrics
 from tests.unit.metrics_fixtures import CHECKS, report, snapshot
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"

@@ -10,8 +10,8 @@ import subprocess
 import bcrypt
 import pytest
 
-from agent.httpserver import MetricsServer, parse_listen_address
-from agent.webconfig import WebConfigError, load_web_config
+from agent.outputs.metrics_server import MetricsServer, parse_listen_address
+from agent.outputs.webconfig import WebConfigError, load_web_config
 
 
 def make_cert(directory):

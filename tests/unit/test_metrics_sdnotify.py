@@ -2,7 +2,7 @@
 import os
 import socket
 
-from agent.sdnotify import Notifier
+from agent.daemon.sdnotify import Notifier
 
 
 def _listener(path):

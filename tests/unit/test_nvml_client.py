@@ -1,7 +1,7 @@
 """NvmlClient failure paths that need no NVML at all: a worker that dies, and maintenance."""
 import sys
 
-from agent.nvml_client import NvmlClient
+from agent.nvml.client import NvmlClient
 from checks.nvml_responsive import NVML_RESPONSIVE
 
 

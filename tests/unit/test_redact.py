@@ -1,5 +1,5 @@
 """collect redacts secrets before anything is written."""
-from agent.redact import REDACTED, redact
+from agent.host.redact import REDACTED, redact
 
 KUBECONFIG = """apiVersion: v1
 users:

@@ -1,4 +1,4 @@
-"""agent/redact.py helper by helper, with exact outputs for small inputs, so a changed regex,
+"""agent/host/redact.py helper by helper, with exact outputs for small inputs, so a changed regex,
 boundary, offset or emitter option fails (the mutation tier found these blind before:
 docs/testing.md). Every expected string is written by hand from the rule it checks: a secret
 value becomes "REDACTED" (quoted as the original was, triple quotes as one basic string),
@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from agent import redact
-from agent.redact import (
+from agent.host import redact
+from agent.host.redact import (
     REDACTED,
     REEMITTED_NOTE,
     TooLarge,
@@ -402,7 +402,7 @@ def test_re_emission_when_the_line_form_leaves_a_secret():
     assert out == 'a = """\nx\n"""\n[t]\npassword = "REDACTED"\n'
 
 
-# -- bugs the mutation pass led to (fixed in agent/redact.py) -------------------------------
+# -- bugs the mutation pass led to (fixed in agent/host/redact.py) -------------------------------
 @pytest.mark.parametrize("text,expected", [
     # An unterminated multi-line string: the one-line string rule matched its first two quotes
     # as an empty string, and the value after them was copied out.

@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from agent.redact import (
+from agent.host.redact import (
     REDACTED,
     REEMITTED_NOTE,
     emit_toml,
@@ -122,8 +122,8 @@ def test_a_session_blob():
 def test_mutation_command_output_redaction_removed_is_caught(tmp_path):
     """collect must redact recorded command output: `containerd config dump` carries the
     registry auth of every file it merged."""
-    from agent.collect import collect
-    from agent.host import Host
+    from agent.host.collect import collect
+    from agent.host.seam import Host
     from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
     from tests.collect_hostile import FakeContainerd, canary
 

@@ -1,4 +1,4 @@
-"""The sticky-fault store (agent/state.py): atomic writes, tolerance, boot ids, the lock, clears."""
+"""The sticky-fault store (agent/xid/state.py): atomic writes, tolerance, boot ids, the lock, clears."""
 
 import json
 import logging
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agent.state import (
+from agent.xid.state import (
     STATE_FILE,
     StateStore,
     add_clear,

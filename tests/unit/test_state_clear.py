@@ -2,8 +2,8 @@
 
 import json
 
-from agent.clear import boot_id
-from agent.state import StateStore, add_fault
+from agent.xid.clear import boot_id
+from agent.xid.state import StateStore, add_fault
 from tests.conftest import run_cli
 
 

@@ -2,10 +2,18 @@
 
 import pytest
 
-from agent.kmsg import KernelLine, parse_line
-from agent.state import StateStore, add_clear
-from agent.xid import Deduper, GpuMap, XidCounter, XidEvent, events_from_lines, parse_xid, pci_key
-from agent.xid_monitor import XidMonitor
+from agent.xid.events import (
+    Deduper,
+    GpuMap,
+    XidCounter,
+    XidEvent,
+    events_from_lines,
+    parse_xid,
+    pci_key,
+)
+from agent.xid.kmsg import KernelLine, parse_line
+from agent.xid.monitor import XidMonitor
+from agent.xid.state import StateStore, add_clear
 from checks.policy import load_policy
 from checks.xid_policy import load_xid_policy
 

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from agent.host import CommandResult
-from agent.live import SubprocessCommands
+from agent.host.live import SubprocessCommands
+from agent.host.seam import CommandResult
 from tests.components import component, missing
 
 

@@ -20,7 +20,7 @@ MAX_DEPTH = 64
 # Values (scalars and containers). A small dict costs ~200 bytes in CPython: 100,000 stay well
 # inside the unit's 128 MiB; a GPU snapshot, a Node or a CDI spec has a few thousand.
 MAX_VALUES = 100_000
-MAX_INT_CHARS = 640  # see agent/yamlio.py
+MAX_INT_CHARS = 640  # see agent/safeio/yamlio.py
 MAX_TEXT = 16 * 1024 * 1024
 
 # A JSON string (RFC 8259 section 7). The closing quote is optional so an unterminated string

@@ -15,8 +15,8 @@ nfd-worker, which reads every file in features.d, never sees it.
 import os
 from typing import Dict, Mapping, Optional
 
-from agent.atomic import write_atomic
-from agent.kube.reconcile import rfc3339
+from agent.outputs.node.reconcile import rfc3339
+from agent.safeio.atomic import write_atomic
 
 HEADER = "# written by gpu-node-agent: do not edit (docs/kubernetes.md)"
 

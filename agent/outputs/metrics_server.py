@@ -35,7 +35,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
-from agent.webconfig import AUTH_LIMITED, AUTH_OK, WebConfig
+from agent.outputs.webconfig import AUTH_LIMITED, AUTH_OK, WebConfig
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # The unit runs with LimitNOFILE=1024 (systemd/gpu-node-agent.service): half of that for

@@ -13,7 +13,7 @@ import pwd
 import re
 from typing import Any, Optional
 
-from agent.state import StateStore, add_clear
+from agent.xid.state import StateStore, add_clear
 
 log = logging.getLogger("gpu-node-agent").getChild("clear")
 _UUID = re.compile(r"^(GPU|MIG)-[0-9A-Fa-f-]{8,}$")
@@ -37,7 +37,7 @@ def who() -> str:
 def validate(target: str) -> str:
     """all, an index, a UUID, or a PCI bus id (normalised to the kernel log's "0000:9b:00"),
     which names a GPU even when NVML cannot (one that fell off the bus)."""
-    from agent.xid import pci_key
+    from agent.xid.events import pci_key
 
     if target == "all" or target.isdigit() or _UUID.match(target):
         return target
@@ -48,7 +48,7 @@ def validate(target: str) -> str:
 
 def boot_id(path: str = "/proc/sys/kernel/random/boot_id") -> Optional[str]:
     """This boot's id; None when unreadable (then the state keeps every sticky fault)."""
-    from agent.boundedio import read_text_capped
+    from agent.safeio.bounded import read_text_capped
 
     try:
         return read_text_capped(path, 4096).strip() or None

@@ -1,6 +1,6 @@
 """The NVML worker: the only module that imports pynvml (PyPI nvidia-ml-py).
 
-Run as ``python -m agent.nvml_worker``. It reads one JSON request per line on stdin and
+Run as ``python -m agent.nvml.worker``. It reads one JSON request per line on stdin and
 writes one JSON reply per line on stdout, so the agent can put a deadline on every request
 and kill this process by PID when the driver wedges (a thread stuck in an ioctl cannot be
 cancelled; a process can be killed). Requests:
@@ -12,8 +12,8 @@ cancelled; a process can be killed). Requests:
 
 The snapshot's schema is docs/gpu-snapshot.md (schema_version 1).
 
-XID streaming: ``python -m agent.nvml_worker --events`` runs
-``agent.nvml_events.events_main`` instead, a separate process whose nvmlEventSetWait thread
+XID streaming: ``python -m agent.nvml.worker --events`` runs
+``agent.nvml.events.events_main`` instead, a separate process whose nvmlEventSetWait thread
 never delays a snapshot. (Lines without an "id" are events; the snapshot client skips them.)
 """
 import contextlib
@@ -298,9 +298,9 @@ class Worker:
 def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if "--events" in args:
-        # XID streaming runs in its own worker process (agent/nvml_events.py), so a
+        # XID streaming runs in its own worker process (agent/nvml/events.py), so a
         # thread blocked in nvmlEventSetWait never delays a snapshot; pynvml is handed in.
-        from agent.nvml_events import events_main
+        from agent.nvml.events import events_main
 
         return events_main(pynvml)
     worker = Worker()

@@ -31,12 +31,12 @@ from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Sequence, Set, 
 
 import yaml
 
-from agent import jsonio
-from agent.boundedio import NotARegularFile, ReadCapExceeded, read_bytes_capped
 from agent.errors import BundleError
-from agent.host import CommandResult, Host, StaticFacts, StaticGpus
-from agent.nofollow import DIR_FLAGS, NEW_FILE, open_dirs
-from agent.yamlio import YamlError, safe_load
+from agent.host.seam import CommandResult, Host, StaticFacts, StaticGpus
+from agent.safeio import jsonio
+from agent.safeio.bounded import NotARegularFile, ReadCapExceeded, read_bytes_capped
+from agent.safeio.nofollow import DIR_FLAGS, NEW_FILE, open_dirs
+from agent.safeio.yamlio import YamlError, safe_load
 
 __all__ = ["BundleError", "load_bundle"]
 
@@ -321,7 +321,7 @@ def _members(tar: tarfile.TarFile, archive: Path) -> List[Tuple[tarfile.TarInfo,
             if len(os.fsencode(target)) >= MAX_NAME_BYTES:
                 raise BundleError(f"{archive}: link {name!r}: target too long")
             # An absolute target is resolved against root/ at read time (chroot semantics,
-            # agent/host.py); a relative one must stay inside the bundle.
+            # agent/host/seam.py); a relative one must stay inside the bundle.
             if not target.startswith("/"):
                 joined = os.path.normpath(os.path.join(os.path.dirname("/".join(parts)), target))
                 if joined.startswith("..") or os.path.isabs(joined):
@@ -355,7 +355,7 @@ def _members(tar: tarfile.TarFile, archive: Path) -> List[Tuple[tarfile.TarInfo,
 
 
 def _open_parent(top: int, dirs: Sequence[str], name: str, archive: Path) -> int:
-    """A directory fd for ``dirs`` under ``top`` (agent/nofollow.py): a symlink or a file on
+    """A directory fd for ``dirs`` under ``top`` (agent/safeio/nofollow.py): a symlink or a file on
     the way is refused, never followed."""
     try:
         return open_dirs(top, dirs)

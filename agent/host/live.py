@@ -7,8 +7,8 @@ import stat
 import subprocess
 from typing import Any, Dict, List, Optional, Sequence
 
-from agent.boundedio import read_text_capped
-from agent.host import CommandResult
+from agent.host.seam import CommandResult
+from agent.safeio.bounded import read_text_capped
 
 NVIDIA_PCI_VENDOR = "10de"
 SYSFS_ATTR_CAP = 4096  # a sysfs attribute is at most one page (Documentation/filesystems/sysfs.rst)
@@ -178,7 +178,7 @@ class LiveFacts:
         if name == "adjtimex":
             return adjtimex()
         if name == "sticky" and self._sticky_path:  # the daemon's sticky faults (docs/xid.md)
-            from agent.state import read_state_file
+            from agent.xid.state import read_state_file
 
             return read_state_file(self._sticky_path)
         return None  # node: the kube client (needs the API)

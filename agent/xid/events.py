@@ -1,6 +1,7 @@
 """XIDs: kernel-log lines and NVML events, de-duplicated, counted, and recorded as sticky faults.
 
-For the daemon (agent/daemon.py) and the metrics (agent/metrics.py), agent/xid_monitor.py:
+For the daemon (agent/daemon/service.py) and the metrics (agent/outputs/metrics.py),
+agent/xid/monitor.py:
 
     monitor = xid_monitor.start_for_daemon(config, policy.policy.xid)  # state, kmsg, NVML events
     monitor.cycle(snapshot)        # each cycle: new kernel records, sticky faults, resets, ECC
@@ -23,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from agent.kmsg import KernelLine, parse_line
+from agent.xid.kmsg import KernelLine, parse_line
 
 _XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\):"

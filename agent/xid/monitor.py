@@ -1,6 +1,6 @@
 """The daemon's XID side: kernel log + NVML events -> counters and the sticky-fault store.
 
-Usage is documented at the top of agent/xid.py. ``python -m agent.xid_monitor`` runs a
+Usage is documented at the top of agent/xid/events.py. ``python -m agent.xid.monitor`` runs a
 minimal recorder loop (what `run` does for XIDs, nothing else), used by the restart test and
 handy on a host to watch XIDs without the full agent.
 """
@@ -14,9 +14,17 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from agent.kmsg import KernelLine, parse_line
-from agent.state import StateStore, add_clear, add_fault, empty_state, monotonic_us
-from agent.xid import Deduper, GpuMap, XidCounter, XidEvent, parse_xid, pci_key, recovered_pci
+from agent.xid.events import (
+    Deduper,
+    GpuMap,
+    XidCounter,
+    XidEvent,
+    parse_xid,
+    pci_key,
+    recovered_pci,
+)
+from agent.xid.kmsg import KernelLine, parse_line
+from agent.xid.state import StateStore, add_clear, add_fault, empty_state, monotonic_us
 
 log = logging.getLogger("gpu-node-agent").getChild("xid")
 
@@ -94,13 +102,13 @@ class XidMonitor:
         self._unsaved_resets: List[Tuple[str, Optional[int]]] = []
         self._unsaved_seen: Dict[str, int] = {}
         self.write_failures = 0
-        self.events: Any = None  # an agent.nvml_events.NvmlEventStream, when one feeds us
+        self.events: Any = None  # an agent.nvml.events.NvmlEventStream, when one feeds us
         self.on_sticky: Optional[Callable[[], None]] = None  # the daemon: run the checks now
 
     def start(self) -> Dict[str, Any]:
         """Load the state (a corrupt or foreign-boot file is replaced by a fresh one, logged)."""
         if self._source is None:
-            from agent.kernel_source import open_kernel_source
+            from agent.xid.kernel_source import open_kernel_source
 
             self._source = open_kernel_source(run=self._run)
         try:
@@ -172,7 +180,7 @@ class XidMonitor:
         return self._accept(self.gpus.resolve(ev))
 
     def on_nvml_message(self, message: Mapping[str, Any]) -> None:
-        """The callback for agent.nvml_events.NvmlEventStream: XIDs are fed in; a wait that
+        """The callback for agent.nvml.events.NvmlEventStream: XIDs are fed in; a wait that
         failed with GPU-lost is logged (gpu-count and nvml-responsive own that condition, and
         the kernel log's XID 79 names the GPU)."""
         if message.get("event") == "xid" and isinstance(message.get("code"), int):
@@ -294,8 +302,8 @@ def start_for_daemon(config: Any, xid_policy: Any, nvml_events: bool = True) -> 
     kernel log (/dev/kmsg, else the journal), and NVML XID events from their own worker
     (held back in NVML maintenance mode). Then, each cycle: ``monitor.cycle(snapshot)``; at
     exit: ``monitor.stop()``."""
-    from agent.clear import boot_id
-    from agent.nvml_events import NvmlEventStream
+    from agent.nvml.events import NvmlEventStream
+    from agent.xid.clear import boot_id
 
     monitor = XidMonitor(StateStore(config.state_dir, boot_id()), xid_policy)
     monitor.start()
@@ -310,11 +318,11 @@ def start_for_daemon(config: Any, xid_policy: Any, nvml_events: bool = True) -> 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Record XIDs into the sticky state the way `run` does, until killed."""
-    from agent.kernel_source import DeviceSource
     from agent.logs import setup
+    from agent.xid.kernel_source import DeviceSource
     from checks.xid_policy import load_xid_policy
 
-    parser = argparse.ArgumentParser(prog="python -m agent.xid_monitor")
+    parser = argparse.ArgumentParser(prog="python -m agent.xid.monitor")
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--kmsg", default="/dev/kmsg", help="device, FIFO or file (record format)")
     parser.add_argument("--boot-id-file", default="/proc/sys/kernel/random/boot_id")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
-from agent.boundedio import DEFAULT_CAP, ReadCapExceeded, read_bytes_capped
+from agent.safeio.bounded import DEFAULT_CAP, ReadCapExceeded, read_bytes_capped
 
 MAX_SYMLINK_HOPS = 40  # the kernel's own limit (ELOOP), see path_resolution(7)
 MAX_READ_BYTES = DEFAULT_CAP  # no file a check reads is this large; bounds a hostile bundle
@@ -112,7 +112,7 @@ class Host:
         live: bool = False,
     ) -> None:
         self.root = Path(root).resolve()
-        # Only the composition root says "this machine" (agent/hosts.py live_host).
+        # Only the composition root says "this machine" (agent/host/build.py live_host).
         self.is_live = bool(live)
         if self.is_live and str(self.root) != "/":
             raise ValueError(f"a live Host has the root '/', not {root!s}")
@@ -120,7 +120,7 @@ class Host:
             if not self.is_live:
                 commands = NoCommands()
             else:
-                from agent.live import SubprocessCommands
+                from agent.host.live import SubprocessCommands
 
                 commands = SubprocessCommands()
         self._commands = commands

@@ -1,7 +1,7 @@
 """The agent's side of the NVML worker: deadlines, kill by PID, respawn with backoff.
 
 NVML calls can block forever on a wedged GPU and a blocked thread cannot be cancelled, so
-every NVML call happens in ``python -m agent.nvml_worker`` (a child process) and this client
+every NVML call happens in ``python -m agent.nvml.worker`` (a child process) and this client
 puts a deadline on each request. Past the deadline the worker is SIGKILLed by PID and the
 snapshot is an error-encoded one (``error.kind == "timeout"``) that nvml-responsive reports
 as "driver unresponsive". A process blocked in the driver (uninterruptible sleep) survives
@@ -167,7 +167,7 @@ class NvmlClient:
         self._stderr.seek(0)
         self._stderr.truncate()
         self._proc = subprocess.Popen(
-            [self.python, "-m", "agent.nvml_worker"],
+            [self.python, "-m", "agent.nvml.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             env=env, close_fds=True, cwd=_package_parent(),
         )
@@ -315,7 +315,7 @@ class NvmlClient:
 
 
 def _package_parent() -> str:
-    """The directory holding the ``agent`` package, so ``-m agent.nvml_worker`` resolves to
+    """The directory holding the ``agent`` package, so ``-m agent.nvml.worker`` resolves to
     this very installation whatever the caller's working directory."""
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

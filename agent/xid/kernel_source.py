@@ -9,7 +9,7 @@ continued from the last entry's cursor (``journalctl --after-cursor``).
 import logging
 from typing import Any, Iterator, List, Optional
 
-from agent.kmsg import (
+from agent.xid.kmsg import (
     KEEP_MARKER,
     KMSG_PATH,
     FdDevice,
@@ -94,7 +94,7 @@ def open_kernel_source(
         return DeviceSource(path)
     except OSError as exc:
         if run is None:
-            from agent.live import SubprocessCommands
+            from agent.host.live import SubprocessCommands
 
             run = SubprocessCommands().run
         log.warning(
@@ -114,7 +114,7 @@ def since_boot_lines(
     except OSError:
         if run is None:
             return None
-        from agent.kmsg import read_journal_lines
+        from agent.xid.kmsg import read_journal_lines
 
         return read_journal_lines(run, directory=journal_dir)
     try:

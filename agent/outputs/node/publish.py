@@ -1,4 +1,4 @@
-"""Publisher: the one entry point `run` (agent/daemon.py) and `check --apply` call.
+"""Publisher: the one entry point `run` (agent/daemon/service.py) and `check --apply` call.
 
     pub = Publisher(config, dry_run=args.dry_run)
     result = pub.publish(report)          # once per cycle; never raises for API trouble
@@ -32,12 +32,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
-from agent import nfd
-from agent.kube import reconcile
 from agent.kube.errors import ApiError, Unreachable, sanitize
 from agent.kube.kubeconfig import CredentialError, KubeconfigError
 from agent.kube.session import KubeSession, node_identity_name, settings_key, shared_session
-from agent.ratelimit import TokenBucket
+from agent.outputs import nfd
+from agent.outputs.node import reconcile
+from agent.outputs.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 

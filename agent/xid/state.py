@@ -23,8 +23,8 @@ import os
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
-from agent.atomic import write_atomic
-from agent.boundedio import CONFIG_CAP, read_bytes_capped
+from agent.safeio.atomic import write_atomic
+from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
 
 DEFAULT_STATE_DIR = "/var/lib/gpu-node-agent"
 STATE_FILE = "sticky.json"

@@ -20,9 +20,9 @@ from typing import Callable, Dict, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent.boundedio import CONFIG_CAP, read_bytes_capped
-from agent.ratelimit import TokenBucket
-from agent.yamlio import YamlError, safe_load
+from agent.outputs.ratelimit import TokenBucket
+from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
+from agent.safeio.yamlio import YamlError, safe_load
 
 TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1,

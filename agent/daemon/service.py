@@ -31,9 +31,7 @@ from typing import (
     Tuple,
 )
 
-from agent import metrics
-from agent.boundedio import read_text_capped
-from agent.daemon_util import (
+from agent.daemon.parts import (
     Clock,
     OutputPump,
     Supervised,
@@ -44,13 +42,15 @@ from agent.daemon_util import (
     verdict_line,
     xid_counts,
 )
+from agent.daemon.sdnotify import Notifier
 from agent.engine import Engine, order_checks
-from agent.httpserver import MetricsServer
 from agent.logs import log
 from agent.model import Check, CheckResult, Interval, Status
+from agent.outputs import metrics
+from agent.outputs.metrics_server import MetricsServer
+from agent.outputs.webconfig import WebConfig, load_web_config
 from agent.report import Report, build_report
-from agent.sdnotify import Notifier
-from agent.webconfig import WebConfig, load_web_config
+from agent.safeio.bounded import read_text_capped
 
 EXIT_DRIVER_CHANGED = 75  # EX_TEMPFAIL: Restart=on-failure brings the unit back
 EXIT_WORKER_DIED = 70  # EX_SOFTWARE (sysexits.h): a worker thread kept dying; systemd restarts us
@@ -108,7 +108,7 @@ class Daemon:
         self.log = logger
         self.notifier = notifier or Notifier()
         self.outputs_factory = outputs_factory
-        self.xid_monitor = xid_monitor  # agent.xid_monitor.XidMonitor on a live host
+        self.xid_monitor = xid_monitor  # agent.xid.monitor.XidMonitor on a live host
         self._fixed_outputs = list(outputs)
         self.engine = Engine(self.checks)
         self.gen = loader()
@@ -179,7 +179,7 @@ class Daemon:
     # -- the host ------------------------------------------------------------------------
     @contextlib.contextmanager
     def _open_host(self) -> Iterator[Any]:
-        from agent.hosts import live_host, open_host, tree_host
+        from agent.host.build import live_host, open_host, tree_host
 
         src = self.source
         if src.bundle is not None:
@@ -515,7 +515,7 @@ class _StickyFromMemory:
 
 
 def run_main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -> int:
-    """`gpu-node-agent run` from the command line's parsed args (agent/daemon_main.py)."""
-    from agent.daemon_main import main
+    """`gpu-node-agent run` from the command line's parsed args (agent/cli_run.py)."""
+    from agent.cli_run import main
 
     return main(args, checks, loader)

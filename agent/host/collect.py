@@ -1,6 +1,6 @@
 """`gpu-node-agent collect`: capture exactly what the checks declare into a bundle.
 
-Files listed in ``reads`` are copied (redacted, agent/redact.py); ``presence`` globs become
+Files listed in ``reads`` are copied (redacted, agent/host/redact.py); ``presence`` globs become
 empty placeholders (or the symlinks themselves), so a bundle never carries a library or binary;
 commands in ``runs`` are run and recorded (a missing binary as rc 127) with their output
 redacted; declared facts go to host.json; the GPU snapshot to gpus.json; the kernel log to
@@ -40,19 +40,19 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import yaml
 
-from agent.boundedio import read_bytes_capped
-from agent.bundle import command_records, write_bundle_meta
 from agent.errors import OutputError
-from agent.host import MAX_SYMLINK_HOPS, CommandResult, Host
-from agent.model import Check
-from agent.nofollow import DIR_FLAGS, NEW_FILE, open_dirs
-from agent.redact import (
+from agent.host.bundle import command_records, write_bundle_meta
+from agent.host.redact import (
     TooLarge,
     redact_command_output,
     redact_data,
     redact_file,
     redact_text,
 )
+from agent.host.seam import MAX_SYMLINK_HOPS, CommandResult, Host
+from agent.model import Check
+from agent.safeio.bounded import read_bytes_capped
+from agent.safeio.nofollow import DIR_FLAGS, NEW_FILE, open_dirs
 from agent.version import version
 
 ALWAYS_READ = ("/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname")
@@ -68,7 +68,7 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
-log = logging.getLogger("gpu-node-agent.collect")
+log = logging.getLogger("gpu-node-agent.host.collect")
 
 
 class Targets:
@@ -175,7 +175,7 @@ class Resolver:
 
 
 def _read_fd(fd: int, name: str) -> bytes:
-    """The regular file behind an O_PATH descriptor, bounded (agent/boundedio.py). Reopened
+    """The regular file behind an O_PATH descriptor, bounded (agent/safeio/bounded.py). Reopened
     through /proc/self/fd, which opens exactly the object the descriptor holds."""
     proc = f"/proc/self/fd/{fd}"
     if not os.path.exists(proc):  # no procfs mounted: nothing is read rather than a path

@@ -2,7 +2,7 @@
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
-from agent.host import Host
+from agent.host.seam import Host
 
 # The fix for a fact a bundle or a bare tree does not hold: capture it, do not repair a host.
 BUNDLE_CAPTURE_HINT = (
@@ -20,11 +20,11 @@ TREE_CAPTURE_HINT = (
 
 def live_host(config: Any = None, gpus: Any = None) -> Host:
     # `gpus`: a long-lived source (run keeps one NvmlClient across cycles).
-    from agent.kernel_source import since_boot_lines
+    from agent.host.live import LiveFacts, SubprocessCommands
     from agent.kube.facts import with_kube_facts  # node + runtimeclasses from the API
-    from agent.live import LiveFacts, SubprocessCommands
-    from agent.nvml_client import NvmlGpuSource
-    from agent.state import sticky_path
+    from agent.nvml.client import NvmlGpuSource
+    from agent.xid.kernel_source import since_boot_lines
+    from agent.xid.state import sticky_path
 
     gpu = getattr(config, "gpu", None)
     gpus = gpus or NvmlGpuSource(
@@ -42,7 +42,7 @@ def live_host(config: Any = None, gpus: Any = None) -> Host:
 
 
 def tree_host(root: str, gpus: Any = None) -> Host:
-    from agent.live import TreeFacts
+    from agent.host.live import TreeFacts
 
     host = Host(root, facts=TreeFacts(root), gpus=gpus, description=f"host root {root}")
     host.capture_hint = TREE_CAPTURE_HINT  # type: ignore[attr-defined]
@@ -54,7 +54,7 @@ def open_host(
     host_root: Optional[str] = None, bundle: Optional[str] = None, config: Any = None
 ) -> Iterator[Host]:
     if bundle is not None:
-        from agent.bundle import load_bundle
+        from agent.host.bundle import load_bundle
 
         loaded = load_bundle(bundle)
         # What a result's fix says when this bundle lacks the source it needed (agent/engine.py).

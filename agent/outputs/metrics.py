@@ -322,6 +322,6 @@ def write_textfile(directory: str, body: bytes, name: str = "gpu_node_agent.prom
     The exposition carries no timestamps (the collector rejects them)."""
     import os
 
-    from agent.atomic import write_atomic
+    from agent.safeio.atomic import write_atomic
 
     return write_atomic(os.path.join(directory, name), body, prefix=".gpu_node_agent.")

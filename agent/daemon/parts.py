@@ -1,4 +1,4 @@
-"""Small pieces of `run` kept apart from the scheduler (agent/daemon.py)."""
+"""Small pieces of `run` kept apart from the scheduler (agent/daemon/service.py)."""
 import contextlib
 import logging
 import os

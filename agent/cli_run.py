@@ -1,8 +1,8 @@
-"""Assembles `gpu-node-agent run` (agent/daemon.py) from the command line's arguments."""
+"""Assembles `gpu-node-agent run` (agent/daemon/service.py) from the command line's arguments."""
 import logging
 from typing import Any, Callable, List, Sequence
 
-from agent.daemon import Daemon, Generation, Source
+from agent.daemon.service import Daemon, Generation, Source
 from agent.logs import log
 from agent.model import Check
 
@@ -12,14 +12,14 @@ def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -
     outputs and the XID monitor for a live host, then the Daemon until SIGTERM."""
     from agent.config import ConfigError
     from agent.logs import setup
+    from agent.outputs.webconfig import WebConfigError
     from agent.version import version
-    from agent.webconfig import WebConfigError
 
     logger = setup(debug=getattr(args, "debug", False))
     gen = loader()  # a bad config at start is exit 2 (ConfigError), not a log line
     gpus = None
     if (args.host_root is None and args.bundle is None) or getattr(args, "nvml", False):
-        from agent.nvml_client import NvmlClient
+        from agent.nvml.client import NvmlClient
 
         g = gen.config.gpu
         gpus = NvmlClient(deadline_s=g.nvml_deadline_s, first_deadline_s=g.nvml_first_deadline_s,
@@ -44,7 +44,8 @@ def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -
 
 
 def _node_outputs(args: Any, live: bool) -> Callable[[Generation], List[Any]]:
-    """The Node verdict (labels, condition, NFD file: agent/kube/publish.py) for each Report,
+    """The Node verdict (labels, condition, NFD file: agent/outputs/node/publish.py) for each
+    Report,
     for the live machine only. A fixture (--bundle/--host-root) is never published, whatever
     the config names: "live" is the source type, as for `check --apply` (a bundle's verdict on
     this machine's Node, or in its NFD directory, would be a verdict about another host)."""
@@ -53,7 +54,7 @@ def _node_outputs(args: Any, live: bool) -> Callable[[Generation], List[Any]]:
         kube, nfd = gen.config.kube, gen.config.nfd
         if not live or not (kube.enabled or nfd.enabled):
             return []
-        from agent.kube.publish import Publisher
+        from agent.outputs.node.publish import Publisher
 
         return [Publisher(gen.config, dry_run=bool(getattr(args, "dry_run", False)))]
 
@@ -64,10 +65,10 @@ def _xid_monitor(gen: Generation, logger: logging.Logger) -> Any:
     """Sticky XID/ECC faults and XID counters from the kernel log (live host only: it writes
     /var/lib/gpu-node-agent and reads /dev/kmsg)."""
     try:
-        from agent.xid_monitor import start_for_daemon
+        from agent.xid.monitor import start_for_daemon
 
         # Kernel log plus NVML XID events from their own worker (NVML misses 79/119/120, the
-        # kernel log misses nothing but arrives later; agent/xid.py de-duplicates them).
+        # kernel log misses nothing but arrives later; agent/xid/events.py de-duplicates them).
         return start_for_daemon(gen.config, gen.policy.policy.xid)
     except Exception as exc:  # no kernel log, no state dir: the rest of the agent still runs
         log(logger, logging.ERROR, "XID monitor unavailable", error=f"{type(exc).__name__}: {exc}")

@@ -1,6 +1,6 @@
 """NVML XID events (``nvmlEventSetWait``) in their own worker process, streamed to the agent.
 
-Worker side: ``python -m agent.nvml_worker --events`` calls ``events_main(pynvml)``: it
+Worker side: ``python -m agent.nvml.worker --events`` calls ``events_main(pynvml)``: it
 registers ``nvmlEventTypeXidCriticalError`` on every GPU and writes one JSON line per event:
 
     {"event": "ready", "gpus": 8}
@@ -106,7 +106,7 @@ def stream_xid_events(
 
 
 def events_main(nvml: Any) -> int:
-    """``python -m agent.nvml_worker --events``: stream until SIGTERM/SIGINT or stdin closes."""
+    """``python -m agent.nvml.worker --events``: stream until SIGTERM/SIGINT or stdin closes."""
     stop = threading.Event()
     lock = threading.Lock()
 
@@ -210,7 +210,7 @@ class NvmlEventStream:
             return  # the previous one survived its kill: never a second behind it
         env = self.env if self.env is not None else dict(os.environ)
         self._proc = subprocess.Popen(
-            [self.python, "-m", "agent.nvml_worker", "--events"],
+            [self.python, "-m", "agent.nvml.worker", "--events"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

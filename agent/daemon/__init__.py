@@ -1,0 +1,3 @@
+"""`gpu-node-agent run`: the scheduler, its supervised threads, sd_notify. Assembled by the
+command line (agent/cli_run.py), the one composition root.
+"""
