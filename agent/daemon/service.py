@@ -80,6 +80,9 @@ class Source:
     host_root: Optional[str] = None
     bundle: Optional[str] = None
     gpus: Any = None  # a long-lived GpuSource (NvmlClient) or None
+    # gen -> context manager yielding the cycle's Host, from the command line
+    # (agent/cli_run.py host_opener: it puts the API facts in front of a live Host)
+    opener: Any = None
 
 
 class Daemon:
@@ -182,7 +185,10 @@ class Daemon:
         from agent.host.build import live_host, open_host, tree_host
 
         src = self.source
-        if src.bundle is not None:
+        if src.opener is not None:
+            with src.opener(self.gen) as host:
+                yield self._with_sticky(host)
+        elif src.bundle is not None:
             with open_host(bundle=src.bundle) as host:
                 yield self._with_sticky(host)
         elif src.host_root is not None:
