@@ -20,9 +20,10 @@ TREE_CAPTURE_HINT = (
 
 def live_host(config: Any = None, gpus: Any = None) -> Host:
     # `gpus`: a long-lived source (run keeps one NvmlClient across cycles).
-    from agent.host.live import LiveFacts, SubprocessCommands
+    from agent.host.live import LiveFacts
     from agent.kube.facts import with_kube_facts  # node + runtimeclasses from the API
     from agent.nvml.client import NvmlGpuSource
+    from agent.safeio.commands import SubprocessCommands
     from agent.xid.kernel_source import since_boot_lines
     from agent.xid.state import sticky_path
 
@@ -42,7 +43,7 @@ def live_host(config: Any = None, gpus: Any = None) -> Host:
 
 
 def tree_host(root: str, gpus: Any = None) -> Host:
-    from agent.host.live import TreeFacts
+    from agent.host.tree import TreeFacts
 
     host = Host(root, facts=TreeFacts(root), gpus=gpus, description=f"host root {root}")
     host.capture_hint = TREE_CAPTURE_HINT  # type: ignore[attr-defined]

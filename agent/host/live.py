@@ -1,103 +1,12 @@
-"""Sources that read the real machine. Only the composition root (agent.cli) and collect
-hand these to a Host, and only for root "/" (or, for file-derived facts, a --host-root tree)."""
+"""Facts only the running machine has: udev's view of the PCI bus, the kernel's NTP state
+(adjtimex), the daemon's sticky faults. Only the composition root (agent/host/build.py) hands
+LiveFacts to a Host, and only for root "/". Commands run through agent/safeio/commands.py; facts
+a bare tree also has (sysfs, /dev) are read by agent/host/tree.py, here with the root "/"."""
 import ctypes
 import ctypes.util
-import os
-import stat
-import subprocess
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
-from agent.host.seam import CommandResult
-from agent.safeio.bounded import read_text_capped
-
-NVIDIA_PCI_VENDOR = "10de"
-SYSFS_ATTR_CAP = 4096  # a sysfs attribute is at most one page (Documentation/filesystems/sysfs.rst)
-
-
-class SubprocessCommands:
-    """Runs argv lists (never a shell) with a timeout; a missing binary is rc 127."""
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        args = tuple(argv)
-        try:
-            proc = subprocess.run(
-                list(args),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout,
-                check=False,
-                env={**os.environ, "LC_ALL": "C"},
-            )
-        except FileNotFoundError:
-            return CommandResult(args, 127, "", f"{args[0]}: command not found")
-        except PermissionError as exc:
-            return CommandResult(args, 126, "", str(exc))
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode("utf-8", "replace") if exc.stdout else ""
-            return CommandResult(args, -9, out, f"timed out after {timeout:g}s", timed_out=True)
-        return CommandResult(
-            args,
-            proc.returncode,
-            proc.stdout.decode("utf-8", "replace"),
-            proc.stderr.decode("utf-8", "replace"),
-        )
-
-
-def dev_nodes(root: str = "/") -> List[Dict[str, Any]]:
-    """NVIDIA character device nodes (/dev/nvidia*) with their major/minor numbers."""
-    base = os.path.join(root, "dev")
-    nodes = []
-    try:
-        names = sorted(n for n in os.listdir(base) if n.startswith("nvidia"))
-    except OSError:
-        return []
-    for name in names:
-        try:
-            st = os.stat(os.path.join(base, name))
-        except OSError:
-            continue
-        if stat.S_ISCHR(st.st_mode):
-            nodes.append(
-                {
-                    "path": f"/dev/{name}",
-                    "major": os.major(st.st_rdev),
-                    "minor": os.minor(st.st_rdev),
-                }
-            )
-    return nodes
-
-
-def pci_devices_sysfs(root: str = "/") -> List[Dict[str, Any]]:
-    """NVIDIA PCI functions from sysfs files (a --host-root tree, or udev unavailable)."""
-    base = os.path.join(root, "sys/bus/pci/devices")
-    found = []
-    try:
-        slots = sorted(os.listdir(base))
-    except OSError:
-        return []
-    for slot in slots:
-        def attr(name: str, slot: str = slot) -> Optional[str]:
-            # sysfs attributes are one line; the bounded reader reads them page by page.
-            try:
-                return read_text_capped(os.path.join(base, slot, name), SYSFS_ATTR_CAP).strip()
-            except OSError:
-                return None
-
-        vendor = (attr("vendor") or "").lower().replace("0x", "")
-        if vendor != NVIDIA_PCI_VENDOR:
-            continue
-        driver_link = os.path.join(base, slot, "driver")
-        driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None
-        found.append(
-            {
-                "slot": slot,
-                "vendor": vendor,
-                "device": (attr("device") or "").lower().replace("0x", ""),
-                "class": (attr("class") or "").lower().replace("0x", ""),
-                "driver": driver,
-            }
-        )
-    return found
+from agent.host.tree import NVIDIA_PCI_VENDOR, dev_nodes, pci_devices_sysfs
 
 
 def pci_devices_udev() -> Optional[List[Dict[str, Any]]]:
@@ -182,21 +91,3 @@ class LiveFacts:
 
             return read_state_file(self._sticky_path)
         return None  # node: the kube client (needs the API)
-
-
-class TreeFacts:
-    """Facts derivable from files in a bare tree (--host-root): sysfs and /dev only."""
-
-    def __init__(self, root: str) -> None:
-        self._root = root
-
-    def fact(self, name: str) -> Any:
-        if name == "pci_devices":
-            if not os.path.isdir(os.path.join(self._root, "sys/bus/pci/devices")):
-                return None
-            return pci_devices_sysfs(self._root)
-        if name == "dev_nodes":
-            if not os.path.isdir(os.path.join(self._root, "dev")):
-                return None
-            return dev_nodes(self._root)
-        return None

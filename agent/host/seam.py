@@ -13,47 +13,14 @@ import fnmatch
 import os
 import posixpath
 import stat
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Union
 
 from agent.safeio.bounded import DEFAULT_CAP, ReadCapExceeded, read_bytes_capped
+from agent.safeio.commands import CommandResult, SubprocessCommands
 
 MAX_SYMLINK_HOPS = 40  # the kernel's own limit (ELOOP), see path_resolution(7)
 MAX_READ_BYTES = DEFAULT_CAP  # no file a check reads is this large; bounds a hostile bundle
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    argv: Tuple[str, ...]
-    rc: int
-    stdout: str = ""
-    stderr: str = ""
-    timed_out: bool = False
-    # True when the answer does not come from the host at all: the argv was not recorded in
-    # the bundle, or commands are unavailable (--host-root). rc is then -1.
-    not_recorded: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.rc == 0 and not self.timed_out and not self.not_recorded
-
-    @property
-    def not_installed(self) -> bool:
-        # 127 is the shell's "command not found"; bundles record a missing binary that way.
-        return self.rc == 127 and not self.not_recorded
-
-    def describe(self) -> str:
-        """A one-line reason for a result that is not ok, for check summaries."""
-        cmd = " ".join(self.argv)
-        if self.not_recorded:
-            return f"`{cmd}` not recorded for this host"
-        if self.timed_out:
-            return f"`{cmd}` timed out"
-        if self.not_installed:
-            return f"`{self.argv[0]}` not installed"
-        first = (self.stderr or self.stdout).strip().splitlines()
-        return f"`{cmd}` exited {self.rc}" + (f": {first[0][:160]}" if first else "")
 
 
 class CommandSource(Protocol):
@@ -117,12 +84,7 @@ class Host:
         if self.is_live and str(self.root) != "/":
             raise ValueError(f"a live Host has the root '/', not {root!s}")
         if commands is None:
-            if not self.is_live:
-                commands = NoCommands()
-            else:
-                from agent.host.live import SubprocessCommands
-
-                commands = SubprocessCommands()
+            commands = SubprocessCommands() if self.is_live else NoCommands()
         self._commands = commands
         self._gpus = gpus or StaticGpus(None)
         self._facts = facts or StaticFacts()

@@ -94,7 +94,7 @@ def open_kernel_source(
         return DeviceSource(path)
     except OSError as exc:
         if run is None:
-            from agent.host.live import SubprocessCommands
+            from agent.safeio.commands import SubprocessCommands
 
             run = SubprocessCommands().run
         log.warning(

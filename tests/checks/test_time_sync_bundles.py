@@ -108,7 +108,8 @@ def test_bundles_hold_the_real_captured_outputs():
 
 
 def _asked(answers):
-    from agent.host.seam import CommandResult, Host, StaticFacts
+    from agent.host.seam import Host, StaticFacts
+    from agent.safeio.commands import CommandResult
 
     asked = []
 

@@ -20,8 +20,9 @@ from typing import List, Optional
 import pytest
 
 from agent.config import Config
-from agent.host.live import SubprocessCommands, adjtimex
-from agent.host.seam import CommandResult, Host, StaticFacts
+from agent.host.live import adjtimex
+from agent.host.seam import Host, StaticFacts
+from agent.safeio.commands import CommandResult, SubprocessCommands
 from checks.policy import ResolvedPolicy, load_policy
 from checks.time_sync import TIME_SYNC
 from tests.components import component

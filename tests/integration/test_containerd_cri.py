@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from agent.config import Config
-from agent.host.live import SubprocessCommands
 from agent.host.seam import Host
+from agent.safeio.commands import SubprocessCommands
 from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.policy import ResolvedPolicy, load_policy
 from tests.components import component

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.host.live import SubprocessCommands
 from agent.host.seam import Host
+from agent.safeio.commands import SubprocessCommands
 from agent.xid.kernel_source import JournalSource, open_kernel_source, since_boot_lines
 from agent.xid.monitor import XidMonitor
 from agent.xid.state import StateStore

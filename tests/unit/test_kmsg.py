@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.host.seam import CommandResult
+from agent.safeio.commands import CommandResult
 from agent.xid.kernel_source import DeviceSource, JournalSource
 from agent.xid.kmsg import (
     MAX_PENDING,

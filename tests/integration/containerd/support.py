@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from agent.host.live import SubprocessCommands
-from agent.host.seam import CommandResult
+from agent.safeio.commands import CommandResult, SubprocessCommands
 from tests.components import component, missing
 
 
