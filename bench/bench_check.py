@@ -3,7 +3,7 @@
 
     python bench/bench_check.py [--runs 15] [--bundle tests/fixtures/bundles/host-foundation-only]
 
-Prints medians and ratios; never asserts a time (figures go into the issue notes).
+Prints medians and ratios; never asserts a time (a figure is read beside its ratio, never alone).
 """
 import argparse
 import os

@@ -3,7 +3,7 @@
 Proprietary: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  Tue Jun 23 ..."
 Open:        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build ..."
 The version is the first version-like token on the NVRM line; the word after "Module" is
-"for" in the open flavour, so position-based parsing breaks (seen in nixGL issues 121/186).
+"for" in the open flavour, so position-based parsing breaks (tests/fixtures/PROVENANCE.md).
 Jetson/L4T boards print the L4T release (e.g. 35.3.1), which is not a driver branch.
 """
 import re

@@ -1,5 +1,5 @@
 """systemd/gpu-node-agent.service: systemd-analyze verify and security (offline), the
-directives the issue requires or forbids, a justification in docs/systemd.md for each one,
+directives required or forbidden (docs/systemd.md, Directives), a justification in docs/systemd.md for each one,
 and MemoryDenyWriteExecute exercised for real (systemd's seccomp rules and PR_SET_MDWE) on
 every ctypes path the agent has (tests/integration/mdwe_probe.py)."""
 import configparser

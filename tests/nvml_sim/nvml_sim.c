@@ -385,7 +385,7 @@ nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t
     return NVML_SUCCESS;
 }
 
-/* -- events (XID streaming, issue 5) ---------------------------------------------------
+/* -- events (XID streaming, docs/xid.md) -----------------------------------------------
  * "events": [{"gpu": 0, "xid": 48}, ...] are delivered once each, in order, to
  * nvmlEventSetWait_v2; with none left it waits timeoutms and returns NVML_ERROR_TIMEOUT.
  * Events added to a rewritten scenario are delivered too (the cursor survives reloads). */

@@ -1,5 +1,5 @@
 """Publisher cycles against the HTTPS API double on a fake clock: each reconcile rule through
-the real client, and every fault the issue lists. Asserts the stored Node."""
+the real client, and every fault docs/kubernetes.md lists. Asserts the stored Node."""
 import json
 
 import pytest

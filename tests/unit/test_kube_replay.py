@@ -131,7 +131,7 @@ def test_named_exceptions_still_differ(replay):
 
 
 @pytest.mark.parametrize("name, code, detail", [
-    # the ones the issue lists, spelled out by hand from the recording
+    # the differences named for this test, spelled out by hand from the recording
     ("SMP own status add GPUReady", 200, ["GPUReady", "Ready"]),
     ("GET missing node", 403, None),
     ("SMP missing node status", 404, None),
