@@ -1,5 +1,5 @@
-"""The verdict on the Node: kubeconfig, a small API client, the node name, reconcile, publish.
+"""API access only: kubeconfig and credentials, a small client, the node name, the session.
 
-Only agent.cli and agent.daemon.service (composition roots) use this package; checks never do (they
+The command line and the Node publisher (agent/outputs/node/) use it; checks never do (they
 read the API through host facts, agent/kube/facts.py).
 """
