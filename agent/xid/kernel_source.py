@@ -9,16 +9,8 @@ continued from the last entry's cursor (``journalctl --after-cursor``).
 import logging
 from typing import Any, Iterator, List, Optional
 
-from agent.xid.kmsg import (
-    KEEP_MARKER,
-    KMSG_PATH,
-    FdDevice,
-    KernelLine,
-    KmsgReader,
-    journal_argv,
-    parse_journal_json,
-    render,
-)
+from agent.xid.journal import journal_argv, parse_journal_json
+from agent.xid.kmsg import KEEP_MARKER, KMSG_PATH, FdDevice, KernelLine, KmsgReader, render
 
 log = logging.getLogger("gpu-node-agent").getChild("kmsg")
 
@@ -114,7 +106,7 @@ def since_boot_lines(
     except OSError:
         if run is None:
             return None
-        from agent.xid.kmsg import read_journal_lines
+        from agent.xid.journal import read_journal_lines
 
         return read_journal_lines(run, directory=journal_dir)
     try:

@@ -8,9 +8,8 @@ exists: the gap in ``seq`` is how many records were lost. A non-blocking reader 
 at the end. Opening the device starts at the oldest record still in the buffer, so one pass
 is "since boot, as far as the buffer reaches".
 
-When /dev/kmsg cannot be read (dmesg_restrict=1 without CAP_SYSLOG, a container) the
-journal's kernel lines are the fallback: ``journalctl -k -b -o json`` (the kernel's own
-timestamp is ``_SOURCE_MONOTONIC_TIMESTAMP``; journald keeps it for kernel records).
+When /dev/kmsg cannot be read, the journal's kernel lines are the fallback
+(agent/xid/journal.py).
 
 ``parse_line`` reads any of these as one text line: a /dev/kmsg record, ``dmesg``
 (``[ 12.345678]``), ``dmesg -T`` (``[Sun Feb 23 16:24:18 2025]``), ``dmesg -r``
@@ -19,12 +18,11 @@ timestamp is ``_SOURCE_MONOTONIC_TIMESTAMP``; journald keeps it for kernel recor
 """
 
 import calendar
-import json
 import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 KMSG_PATH = "/dev/kmsg"
 # The kernel's record limit is 1024 bytes of text (PRINTK_MESSAGE_MAX) plus the prefix and
@@ -36,7 +34,6 @@ MAX_PENDING = 64 * 1024
 # Only NVRM lines matter to the agent; keeping only them bounds memory and keeps unrelated
 # kernel messages (which may carry hostnames, addresses) out of bundles.
 KEEP_MARKER = "NVRM"
-JOURNAL_ARGV = ("journalctl", "-k", "-b", "-o", "json", "--no-pager")
 # Timestamps are u64 microseconds in the kernel and journald; a larger number in a line is
 # not a timestamp (and str() of an integer past 4,300 digits raises on Python >= 3.11).
 MAX_TIMESTAMP = 2**64
@@ -175,81 +172,6 @@ def read_device_lines(path: str = KMSG_PATH, keep: str = KEEP_MARKER) -> Tuple[L
     finally:
         dev.close()
     return lines, reader
-
-
-# -- the journal ------------------------------------------------------------------------
-def _journal_message(value: Any) -> Optional[str]:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(
-        isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256 for b in value
-    ):
-        return bytes(value).decode("utf-8", "replace")  # journald's form for non-UTF-8
-    return None
-
-
-def _journal_int(value: Any) -> Optional[int]:
-    """journald's numeric fields are decimal strings (systemd.journal-fields(7)); anything
-    else, or a value past 2**63 (not a kernel timestamp), is None."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str) and 0 < len(value) <= 20 and value.isascii() and value.isdigit():
-        number = int(value)
-    else:
-        return None
-    return number if 0 <= number < MAX_TIMESTAMP else None
-
-
-def parse_journal_json(
-    text: str, keep: str = KEEP_MARKER
-) -> Tuple[List[KernelLine], Optional[str]]:
-    """Lines of ``journalctl -o json``; returns the kernel lines and the last cursor."""
-    out: List[KernelLine] = []
-    cursor = None
-    for raw in text.splitlines():
-        try:
-            entry = json.loads(raw)
-        except (ValueError, RecursionError):  # RecursionError: nesting past the C stack
-            continue
-        if not isinstance(entry, dict):
-            continue
-        cursor = entry.get("__CURSOR", cursor)
-        message = _journal_message(entry.get("MESSAGE"))
-        if message is None or keep not in message:
-            continue
-        mono_us = _journal_int(
-            entry.get("_SOURCE_MONOTONIC_TIMESTAMP") or entry.get("__MONOTONIC_TIMESTAMP")
-        )
-        wall_us = _journal_int(entry.get("__REALTIME_TIMESTAMP"))
-        prio = _journal_int(entry.get("PRIORITY"))
-        out.append(
-            KernelLine(
-                message.rstrip("\n"),
-                mono_us,
-                wall_us / 1e6 if wall_us is not None else None,
-                None,
-                prio & 7 if prio is not None else None,
-            )
-        )
-    return out, cursor
-
-
-def journal_argv(directory: Optional[str] = None) -> List[str]:
-    """``directory``: a journal directory other than the system's (a container that mounts
-    the host's /var/log/journal somewhere else)."""
-    return list(JOURNAL_ARGV) + ([f"--directory={directory}"] if directory else [])
-
-
-def read_journal_lines(
-    run: Callable[..., Any], keep: str = KEEP_MARKER, directory: Optional[str] = None
-) -> Optional[List[str]]:
-    """NVRM kernel lines of this boot from the journal; None when journalctl cannot answer.
-    ``run`` is Host.run (or anything with its signature)."""
-    res = run(journal_argv(directory), timeout=30.0)
-    if not getattr(res, "ok", False):
-        return None
-    lines, _ = parse_journal_json(res.stdout, keep)
-    return [render(rec) for rec in lines]
 
 
 # -- text lines -------------------------------------------------------------------------

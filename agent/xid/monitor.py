@@ -1,17 +1,15 @@
 """The daemon's XID side: kernel log + NVML events -> counters and the sticky-fault store.
 
-Usage is documented at the top of agent/xid/events.py. ``python -m agent.xid.monitor`` runs a
-minimal recorder loop (what `run` does for XIDs, nothing else), used by the restart test and
-handy on a host to watch XIDs without the full agent.
+Usage is documented at the top of agent/xid/events.py and in docs/xid.md. This module has no
+entry point of its own: `run` builds the monitor through ``start_for_daemon`` with the XID
+policy the command line hands it (the command line is the one composition root:
+docs/architecture.md); the restart tests drive it from tests/xid_recorder.py.
 """
 
-import argparse
 import contextlib
 import copy
 import logging
-import sys
 import threading
-import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from agent.xid.events import (
@@ -23,60 +21,11 @@ from agent.xid.events import (
     pci_key,
     recovered_pci,
 )
+from agent.xid.faults import ecc_fault, ecc_readings, fault_record
 from agent.xid.kmsg import KernelLine, parse_line
 from agent.xid.state import StateStore, add_clear, add_fault, empty_state, monotonic_us
 
 log = logging.getLogger("gpu-node-agent").getChild("xid")
-
-
-def fault_record(first: XidEvent, last: XidEvent, count: int, klass: str) -> Dict[str, Any]:
-    now = time.time()
-    return {
-        "gpu": first.gpu(),
-        "kind": "xid",
-        "code": first.code,
-        "class": klass,
-        "source": last.source,
-        "first_mono_us": first.mono_us,
-        "last_mono_us": last.mono_us,
-        "first_at": first.wall if first.wall is not None else now,
-        "last_at": last.wall if last.wall is not None else now,
-        "count": count,
-        "message": last.message,
-    }
-
-
-def ecc_readings(snapshot: Optional[Mapping[str, Any]]) -> List[Tuple[Dict[str, Any], int]]:
-    """(gpu, volatile uncorrectable ECC count) for every GPU that reports one."""
-    out = []
-    for gpu in (snapshot or {}).get("gpus") or ():
-        ecc = (gpu.get("ecc") or {}) if isinstance(gpu, Mapping) else {}
-        unc = (ecc.get("volatile") or {}).get("uncorrected")
-        key = pci_key(gpu.get("pci_bus_id")) if isinstance(gpu, Mapping) else None
-        if isinstance(unc, int) and key:
-            out.append(({"pci": key, "index": gpu.get("index"), "uuid": gpu.get("uuid")}, unc))
-    return out
-
-
-def ecc_fault(gpu: Dict[str, Any], unc: int) -> Dict[str, Any]:
-    """A sticky ECC fault: volatile uncorrectable errors went up (gpu-ecc's fail condition).
-    It stays until a reset is observed, a reboot or `clear`, because the volatile counters
-    can read 0 again after the driver re-initialises the GPU without persistence mode."""
-    now = monotonic_us()
-    return {
-        "gpu": gpu,
-        "kind": "ecc",
-        "code": None,
-        "class": "reset-gpu",
-        "source": "nvml",
-        "first_mono_us": now,
-        "last_mono_us": now,
-        "first_at": time.time(),
-        "last_at": time.time(),
-        "count": 1,
-        "volatile_uncorrected": unc,
-        "message": f"{unc} volatile uncorrectable ECC error(s)",
-    }
 
 
 class XidMonitor:
@@ -314,32 +263,3 @@ def start_for_daemon(config: Any, xid_policy: Any, nvml_events: bool = True) -> 
         )
         monitor.events.start()
     return monitor
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    """Record XIDs into the sticky state the way `run` does, until killed."""
-    from agent.logs import setup
-    from agent.xid.kernel_source import DeviceSource
-    from checks.xid_policy import load_xid_policy
-
-    parser = argparse.ArgumentParser(prog="python -m agent.xid.monitor")
-    parser.add_argument("--state-dir", required=True)
-    parser.add_argument("--kmsg", default="/dev/kmsg", help="device, FIFO or file (record format)")
-    parser.add_argument("--boot-id-file", default="/proc/sys/kernel/random/boot_id")
-    parser.add_argument("--interval", type=float, default=1.0)
-    args = parser.parse_args(argv)
-    setup()
-    with open(args.boot_id_file, encoding="ascii") as fh:
-        boot_id = fh.read().strip()
-    monitor = XidMonitor(
-        StateStore(args.state_dir, boot_id), load_xid_policy(), source=DeviceSource(args.kmsg)
-    )
-    monitor.start()
-    log.info("recording XIDs", extra={"fields": {"state_dir": args.state_dir, "boot_id": boot_id}})
-    while True:
-        monitor.cycle(None)
-        time.sleep(args.interval)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -25,11 +25,11 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from agent.safeio.atomic import write_atomic
 from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
+from agent.xid.state_schema import SCHEMA_VERSION, valid_state
 
 DEFAULT_STATE_DIR = "/var/lib/gpu-node-agent"
 STATE_FILE = "sticky.json"
 LOCK_FILE = "sticky.lock"
-SCHEMA_VERSION = 1
 MAX_CLEARS = 100  # the audit trail in the file; the log keeps everything
 MAX_FAULTS = 1024  # per boot; one per (GPU, kind, code), so this is never reached honestly
 
@@ -51,65 +51,6 @@ def monotonic_us() -> int:
     return int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1_000_000)
 
 
-def _is(value: Any, *types: type) -> bool:
-    """isinstance for JSON values, where a bool is never an int or a float."""
-    if isinstance(value, bool):
-        return bool in types
-    return isinstance(value, types)
-
-
-_NUM = (int, float)
-_FAULT_FIELDS = {  # field: the JSON types it may have (None: may be null or absent)
-    "kind": (str,), "code": (int, type(None)), "class": (str, type(None)),
-    "source": (str, type(None)), "count": (int,), "message": (str, type(None)),
-    "first_mono_us": (int, type(None)), "last_mono_us": (int, type(None)),
-    "first_at": (*_NUM, type(None)), "last_at": (*_NUM, type(None)),
-    "volatile_uncorrected": (int, type(None)),
-}
-_CLEAR_FIELDS = {
-    "selector": (str,), "by": (str, type(None)), "reason": (str, type(None)),
-    "mono_us": (int, type(None)), "at": (*_NUM, type(None)),
-}
-_GPU_FIELDS = {"pci": (str, type(None)), "uuid": (str, type(None)), "index": (int, type(None))}
-
-
-def _fields_ok(record: Any, spec: Mapping[str, Any]) -> bool:
-    return isinstance(record, dict) and all(
-        _is(record[k], *types) for k, types in spec.items() if k in record
-    )
-
-
-def _str_list(value: Any) -> bool:
-    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
-
-
-def _valid(data: Any) -> bool:
-    """The whole file has the shape and the field types this module writes: a file of the
-    right shape with a wrong type inside (a count that is a string, a GPU that is a list) is
-    corrupt too, or reading it would raise on every cycle and in `clear`."""
-    if not (
-        isinstance(data, dict)
-        and data.get("version") == SCHEMA_VERSION
-        and _is(data.get("boot_id"), str, type(None))
-        and isinstance(data.get("faults"), list)
-        and isinstance(data.get("clears"), list)
-    ):
-        return False
-    seen = data.get("ecc_seen", {})
-    if not isinstance(seen, dict) or not all(_is(v, int) for v in seen.values()):
-        return False
-    for fault in data["faults"]:
-        if not _fields_ok(fault, _FAULT_FIELDS) or not _fields_ok(fault.get("gpu", {}),
-                                                                 _GPU_FIELDS):
-            return False
-    for clear in data["clears"]:
-        if not _fields_ok(clear, _CLEAR_FIELDS) or "selector" not in clear:
-            return False
-        if not (_str_list(clear.get("pci")) and _str_list(clear.get("classes"))):
-            return False
-    return True
-
-
 def read_state_file(path: str) -> Optional[Dict[str, Any]]:
     """The state as a host fact (no lock: writes are atomic renames). A missing file is an
     empty state (nothing was ever recorded); a corrupt one is None (unknown)."""
@@ -119,7 +60,7 @@ def read_state_file(path: str) -> Optional[Dict[str, Any]]:
         return empty_state(None)
     except (OSError, ValueError):
         return None
-    return data if _valid(data) else None
+    return data if valid_state(data) else None
 
 
 class StateStore:
@@ -154,7 +95,7 @@ class StateStore:
                 extra={"fields": {"path": self.path, "error": f"{type(exc).__name__}: {exc}"}},
             )
             return empty_state(self.boot_id)
-        if not _valid(data):
+        if not valid_state(data):
             self.corrupt = True
             log.warning(
                 "sticky state corrupt (unexpected shape or field type), starting fresh",

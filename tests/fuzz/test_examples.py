@@ -7,11 +7,13 @@ import json
 
 import pytest
 
-from agent.kube.kubeconfig import KubeconfigError, load, parse_rfc3339
+from agent.kube.credentials import parse_rfc3339
+from agent.kube.kubeconfig import KubeconfigError, load
 from agent.kube.nodename import resolve_node_name
 from agent.outputs.metrics import MetricsInput, render
 from agent.xid.events import GpuMap, parse_xid
-from agent.xid.kmsg import parse_journal_json, parse_line
+from agent.xid.journal import parse_journal_json
+from agent.xid.kmsg import parse_line
 from checks.gpu_health import GPU_ECC, GPU_THERMAL
 from checks.gpu_inventory import DRIVER_PERSISTENCE, GPU_COUNT, MIG_MODE
 from checks.gpu_links import GPU_NVLINK

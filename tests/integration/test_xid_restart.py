@@ -1,4 +1,4 @@
-"""Sticky faults across a SIGKILL: a real recorder process (`python -m agent.xid.monitor`, the
+"""Sticky faults across a SIGKILL: a real recorder process (`python -m tests.xid_recorder`, the
 XID part of `run`) reads a kernel-log file in /dev/kmsg record format and writes the state;
 gpu-xid reads the state the way the live host does (LiveFacts' "sticky" fact).
 
@@ -41,7 +41,7 @@ class Recorder:
     def start(self):
         with open(self.err, "ab") as err:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "agent.xid.monitor", "--state-dir", str(self.state_dir),
+                [sys.executable, "-m", "tests.xid_recorder", "--state-dir", str(self.state_dir),
                  "--kmsg", str(self.kmsg), "--boot-id-file", str(self.boot_file),
                  "--interval", "0.05"],
                 cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,

@@ -1,4 +1,5 @@
-"""The kernel-log reader and line parsers (agent/xid/kmsg.py, agent/xid/kernel_source.py).
+"""The kernel-log reader and line parsers (agent/xid/kmsg.py, agent/xid/journal.py,
+agent/xid/kernel_source.py).
 
 Record format facts come from the kernel's Documentation/ABI/testing/dev-kmsg: one record per
 read, ``pri,seq,ts_usec,flags;message``, dictionary lines start with a space, non-printable
@@ -14,16 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.safeio.commands import CommandResult
+from agent.xid.journal import parse_journal_json, read_journal_lines
 from agent.xid.kernel_source import DeviceSource, JournalSource
-from agent.xid.kmsg import (
-    MAX_PENDING,
-    KmsgReader,
-    parse_journal_json,
-    parse_line,
-    parse_record,
-    read_journal_lines,
-    render,
-)
+from agent.xid.kmsg import MAX_PENDING, KmsgReader, parse_line, parse_record, render
 
 
 class Device:
