@@ -61,7 +61,7 @@ FOLDERS = {
 TOP_LEVEL = {
     "__init__.py", "py.typed",
     "model.py", "engine.py", "report.py", "errors.py", "version.py", "logs.py",
-    "cli.py", "cli_run.py", "config.py", "explain.py",
+    "cli.py", "cli_run.py", "cli_kube.py", "config.py", "explain.py",
     "daemon", "outputs", "kube", "host", "xid", "nvml", "safeio",
 }
 
@@ -361,6 +361,41 @@ def test_the_document_shows_the_same_arrows():
     text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert doc_arrows(text) == ARROWS
     assert f"{LINE_BUDGET} lines" in text
+
+
+def doc_rooms(text: str) -> Dict[str, int]:
+    """The module counts of docs/architecture.md's room table, by folder (`agent/x/`) or, for
+    the two rooms on agent/'s top level, by room name."""
+    assert "\n## The rooms" in text, "no section ## The rooms"
+    section = text.split("\n## The rooms", 1)[1].split("\n## ", 1)[0]
+    counts: Dict[str, int] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[3].isdigit():
+            folder = cells[1].replace("`", "")
+            counts[cells[0] if "top level" in folder else folder] = int(cells[3])
+    return counts
+
+
+def rooms(root: Path) -> Dict[str, int]:
+    """Modules per room as the tree holds them (``__init__.py`` not counted)."""
+    counts: Dict[str, int] = {}
+    for name, path in module_files(root).items():
+        if path.name == "__init__.py":
+            continue
+        folder = path.parent.relative_to(root).as_posix()
+        key = {"core": "core", "cli": "command line"}.get(wing(name) or "", folder + "/")
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def test_the_document_counts_the_rooms_as_the_tree_holds_them():
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert doc_rooms(text) == rooms(REPO)
+    section = text.split("\n## The rooms", 1)[1].split("\n## ", 1)[0]
+    for name in sorted(TOP_LEVEL):
+        if name.endswith(".py") and name != "__init__.py":
+            assert f"`{name[:-3]}`" in section, f"agent/{name} is not named in ## The rooms"
 
 
 # --- the checker on synthetic trees: a forbidden arrow IS caught ----------------------------
