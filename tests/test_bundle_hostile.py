@@ -203,7 +203,7 @@ def test_stale_unpacked_bundles_of_dead_processes_are_removed(place):
 def test_pax_header_is_refused_before_tarfile_parses_anything(tmp_path, monkeypatch):
     # In-process, on whatever interpreter runs this file: tarfile must never be opened.
     from agent.errors import BundleError
-    from agent.host import bundle as bundle_mod
+    from agent.host import bundle_unpack as bundle_mod
 
     archive = ARCHIVES["pax-1mib"](tmp_path, make_canary(tmp_path))
 
@@ -222,16 +222,16 @@ def test_decompression_is_capped_whatever_the_headers_say(tmp_path, monkeypatch)
     # The stream cap itself (MAX_STREAM_BYTES), not the per-member size: shrink it so a small
     # archive of many small members crosses it.
     from agent.errors import BundleError
-    from agent.host import bundle as bundle_mod
+    from agent.host import bundle_prescan, bundle_unpack
 
     archive = write_tar(tmp_path / "many.tar.gz",
                         [reg("bundle.yaml", META)] + [reg(f"root/f{i}", b"y" * 4096)
                                                        for i in range(64)])
-    monkeypatch.setattr(bundle_mod, "MAX_STREAM_BYTES", 64 * 1024)
+    monkeypatch.setattr(bundle_prescan, "MAX_STREAM_BYTES", 64 * 1024)
     dest = tmp_path / "dest"
     dest.mkdir()
     with pytest.raises(BundleError, match="decompresses to more than 65536 bytes"):
-        bundle_mod._safe_extract(archive, dest)
+        bundle_unpack._safe_extract(archive, dest)
 
 
 @pytest.mark.parametrize("members, problem", [
@@ -290,7 +290,7 @@ AUDITED_TAR_RUNNER = textwrap.dedent("""
     from contextlib import redirect_stdout
     archive, repo = os.path.realpath(sys.argv[1]), sys.argv[2]
     sys.path.insert(0, repo)
-    import agent.cli, checks.registry, agent.host.bundle as B
+    import agent.cli, checks.registry, agent.host.bundle, agent.host.bundle_unpack as B
     from agent.version import version
     version()
     agent.cli.resolve_policy(__import__("agent.config").config.Config(), None, "dra")
