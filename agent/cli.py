@@ -115,6 +115,7 @@ def _evaluation(args: argparse.Namespace, checks: Sequence[Any]) -> Any:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from agent.cli_kube import ApiWiring
     from agent.engine import Engine
     from agent.host.build import open_host
     from agent.outputs.render import render_json, render_text
@@ -125,12 +126,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     config, origin, path, skip, policy = _evaluation(args, checks)
     only = _ids(args.only) or None
     _validate_ids(only or [], [c.id for c in checks], "--only")
-    with open_host(args.host_root, args.bundle, config) as host:
-        results = Engine(checks).run(host, policy, only=only, skip=skip)
-        report = build_report(
-            results, path, args.strict, host.description, time.time(), version()
-        )
-        kube_lines = _kube_verdict(args, config, report, host)  # labels, condition
+    api = ApiWiring()  # the one session of this process (agent/cli_kube.py)
+    with open_host(args.host_root, args.bundle, config) as opened:
+        host = api.wrap(opened, config) if opened.is_live else opened
+        try:
+            results = Engine(checks).run(host, policy, only=only, skip=skip)
+            report = build_report(
+                results, path, args.strict, host.description, time.time(), version()
+            )
+            # labels, condition
+            kube_lines = _kube_verdict(args, config, report, host, api)
+        finally:
+            api.close()
         if kube_lines is not None:
             report = dataclasses.replace(report, context={**report.context, "kube": kube_lines[1]})
     # `--apply`: each write attempted and its answer (docs/json-output.md `publish`)
@@ -158,7 +165,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OPEN
 
 
-def _kube_verdict(args: argparse.Namespace, config: Any, report: Any, host: Any) -> Any:
+def _kube_verdict(
+    args: argparse.Namespace, config: Any, report: Any, host: Any, api: Any
+) -> Any:
     """(text lines, dict, publish dict) of what would be / was written to the Node; None
     with --only."""
     # By the source type, twice over: the flags, and the Host the composition root built.
@@ -170,11 +179,15 @@ def _kube_verdict(args: argparse.Namespace, config: Any, report: Any, host: Any)
         return None
     from agent.outputs.node.publish import check_verdict
 
-    result = check_verdict(config, report, host, apply=args.apply)
+    if host.is_live:  # the session the checks' facts read the Node through
+        result = check_verdict(config, report, session=api.session(config, host), apply=args.apply)
+    else:  # a fixture: planned against the Node it captured, never written
+        result = check_verdict(config, report, node=host.fact("node"))
     return result.lines(), result.as_dict(), result.publish_dict()
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
+    from agent.cli_kube import ApiWiring
     from agent.host.build import open_host
     from agent.host.collect import collect
 
@@ -182,8 +195,13 @@ def cmd_collect(args: argparse.Namespace) -> int:
     out = args.output or time.strftime("gpu-node-agent-bundle-%Y%m%dT%H%M%SZ.tar.gz", time.gmtime())
     # collect refuses a non-empty directory or an existing file before capturing anything
     # (OutputError, a ConfigError: exit 2 with one line).
-    with open_host(args.host_root, None, config) as host:
-        target = collect(host, _registry(), out)
+    api = ApiWiring()  # the Node and RuntimeClasses, as `check` reads them
+    with open_host(args.host_root, None, config) as opened:
+        try:
+            host = api.wrap(opened, config) if opened.is_live else opened
+            target = collect(host, _registry(), out)
+        finally:
+            api.close()
     _emit(f"bundle written to {target}\n")
     return 0
 
@@ -229,7 +247,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError(problems[0])
         return daemon.Generation(config, origin, policy, path, skip, strict=args.strict)
 
-    return daemon.run_main(args, checks, load)
+    from agent import cli_run
+
+    return cli_run.main(args, checks, load)
 
 
 def cmd_clear(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """Assembles `gpu-node-agent run` (agent/daemon/service.py) from the command line's arguments."""
+import contextlib
 import logging
-from typing import Any, Callable, List, Sequence
+from typing import Any, Callable, ContextManager, Iterator, List, Sequence
 
 from agent.daemon.service import Daemon, Generation, Source
 from agent.logs import log
@@ -30,10 +31,16 @@ def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -
         return first.pop() if first else loader()
 
     live = args.host_root is None and args.bundle is None
+    from agent.cli_kube import ApiWiring
+
+    api = ApiWiring()  # one API session for the process: the facts and the publisher share it
+    # A bundle has no /proc/devices to watch for a driver loaded after start.
+    source = Source(host_opener(args, gpus, api),
+                    None if args.bundle is not None else (args.host_root or "/"), gpus)
     try:
-        daemon = Daemon(checks, load_once, Source(args.host_root, args.bundle, gpus), version(),
+        daemon = Daemon(checks, load_once, source, version(),
                         logger, listen_override=getattr(args, "listen_address", None),
-                        outputs_factory=_node_outputs(args, live),
+                        outputs_factory=_node_outputs(args, live, api),
                         xid_monitor=_xid_monitor(gen, logger) if live else None)
     except WebConfigError as exc:
         raise ConfigError(str(exc)) from None
@@ -43,7 +50,27 @@ def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -
     return daemon.serve()
 
 
-def _node_outputs(args: Any, live: bool) -> Callable[[Generation], List[Any]]:
+def host_opener(args: Any, gpus: Any, api: Any) -> Callable[[Generation], ContextManager[Any]]:
+    """The Host of one cycle for a Generation: the bundle or tree named on the command line,
+    else the live machine with the API facts of this process's session (``api``, an
+    agent.cli_kube.ApiWiring), so the cache and the connection outlive the cycle's Host."""
+
+    @contextlib.contextmanager
+    def open_for(gen: Generation) -> Iterator[Any]:
+        from agent.host.build import live_host, open_host, tree_host
+
+        if args.bundle is not None:
+            with open_host(bundle=args.bundle) as host:
+                yield host
+        elif args.host_root is not None:
+            yield tree_host(args.host_root, gpus=gpus)
+        else:
+            yield api.wrap(live_host(gen.config, gpus=gpus), gen.config)
+
+    return open_for
+
+
+def _node_outputs(args: Any, live: bool, api: Any) -> Callable[[Generation], List[Any]]:
     """The Node verdict (labels, condition, NFD file: agent/outputs/node/publish.py) for each
     Report,
     for the live machine only. A fixture (--bundle/--host-root) is never published, whatever
@@ -56,7 +83,10 @@ def _node_outputs(args: Any, live: bool) -> Callable[[Generation], List[Any]]:
             return []
         from agent.outputs.node.publish import Publisher
 
-        return [Publisher(gen.config, dry_run=bool(getattr(args, "dry_run", False)))]
+        # The session for this generation's kube settings: the same one the host facts use
+        # (a reload with other settings gets a new one, agent/cli_kube.py).
+        return [Publisher(gen.config, dry_run=bool(getattr(args, "dry_run", False)),
+                          session=api.session(gen.config))]
 
     return make
 

@@ -59,7 +59,7 @@ def agent_run(double, kc, hours, fast, slow):
     now = [1_800_000_000.0]
     cfg = Config.model_validate({"kube": {"kubeconfig": kc, "node_name": NODE}})
     pub = Publisher(cfg, clock=lambda: now[0])
-    facts = KubeFacts(cfg, clock=lambda: now[0], session=pub.session)  # as agent/host/build.py wires
+    facts = KubeFacts(cfg, clock=lambda: now[0], session=pub.session)  # as agent/cli_kube.py wires
     report = healthy_report()
     start, mark, walls = now[0], None, []
     next_slow = now[0]

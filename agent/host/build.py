@@ -1,4 +1,8 @@
-"""Builds the Host for a command: the live machine, a bare tree, or a bundle."""
+"""Builds the Host for a command: the live machine, a bare tree, or a bundle.
+
+Only the command line (agent/cli.py, agent/cli_run.py) calls these; it puts the API facts
+(`node`, `runtimeclasses`) in front of a live Host itself (agent/cli_kube.py), so this input
+side never imports the API side (docs/architecture.md, the allowed arrows)."""
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
@@ -21,7 +25,6 @@ TREE_CAPTURE_HINT = (
 def live_host(config: Any = None, gpus: Any = None) -> Host:
     # `gpus`: a long-lived source (run keeps one NvmlClient across cycles).
     from agent.host.live import LiveFacts
-    from agent.kube.facts import with_kube_facts  # node + runtimeclasses from the API
     from agent.nvml.client import NvmlGpuSource
     from agent.safeio.commands import SubprocessCommands
     from agent.xid.kernel_source import since_boot_lines
@@ -35,7 +38,7 @@ def live_host(config: Any = None, gpus: Any = None) -> Host:
     )
     return Host(
         "/", commands=SubprocessCommands(), gpus=gpus,
-        facts=with_kube_facts(LiveFacts(sticky_path=sticky_path(config)), config),
+        facts=LiveFacts(sticky_path=sticky_path(config)),
         kmsg=since_boot_lines(run=SubprocessCommands().run),  # NVRM lines since boot (docs/xid.md)
         description="this host",
         live=True,

@@ -16,8 +16,9 @@ from urllib.parse import quote
 
 import requests
 
+from agent.kube.credentials import CredentialError
 from agent.kube.errors import ApiError, Unreachable, sanitize
-from agent.kube.kubeconfig import CredentialError, KubeConfigFile
+from agent.kube.kubeconfig import KubeConfigFile
 
 __all__ = ["ApiError", "KubeClient", "Unreachable"]
 

@@ -7,6 +7,10 @@ Shape (also what a bundle's host.json holds under the same keys):
 None (absent) means not captured. An unreachable API (before `nodeadm init`, no
 credentials, API down) is an `error`, on which the cluster checks skip with that reason.
 Reads are cached for `ttl` seconds so `run` does not LIST RuntimeClasses every cycle.
+
+The composition root (agent/cli_kube.py) keeps one KubeFacts per process and kube settings and
+wraps each live Host it builds with it (`with_kube_facts`), so the cache and the session's
+connection outlive the per-cycle Hosts of `run`.
 """
 
 import threading
@@ -15,7 +19,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from agent.kube.errors import ApiError, Unreachable
 from agent.kube.kubeconfig import KubeconfigError
-from agent.kube.session import KubeSession, settings_key, shared_session
+from agent.kube.session import KubeSession
 
 KUBE_FACTS = ("node", "runtimeclasses")
 DEFAULT_TTL_S = 600.0
@@ -31,17 +35,16 @@ class KubeFacts:
         self,
         config: Any,
         base: Any = None,
-        host: Any = None,
         ttl: float = DEFAULT_TTL_S,
         clock: Callable[[], float] = time.monotonic,
         session: Optional[KubeSession] = None,
     ) -> None:
         self.config = config
         self.base = base
-        self.host = host
         self.ttl = ttl
         self.clock = clock
-        self.session = session if session is not None else KubeSession(config.kube, host, clock)
+        # No session handed in (tests): one that knows the name only from kube.node_name.
+        self.session = session if session is not None else KubeSession(config.kube, None, clock)
         self._lock = threading.Lock()
         self._cache: Dict[str, Tuple[float, Any]] = {}
 
@@ -74,34 +77,24 @@ class KubeFacts:
         self.session.close()
 
 
-class _Chained:
-    """A host's own fact source with the API facts in front of it."""
+class ApiFactsHost:
+    """A Host with the API facts in front of its own fact source; every other attribute is
+    the Host's (the daemon's sticky-fault view, agent/daemon/service.py, wraps the same way)."""
 
-    def __init__(self, base: Any, api: KubeFacts) -> None:
-        self.base, self.api = base, api
+    def __init__(self, host: Any, api: KubeFacts) -> None:
+        self._gna_host = host
+        self._gna_api = api
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._gna_host, name)
 
     def fact(self, name: str) -> Any:
         if name in KUBE_FACTS:
-            return self.api.fact(name)
-        return self.base.fact(name) if self.base is not None else None
+            return self._gna_api.fact(name)
+        return self._gna_host.fact(name)
 
 
-# `run` builds a fresh Host every cycle; the API facts (and their cache, and the session's
-# connection) live across cycles so a cycle every minute does not mean a GET every minute.
-_SHARED: Dict[Tuple[Any, ...], KubeFacts] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def with_kube_facts(base: Any, config: Any) -> Any:
-    """The live host's fact source plus the API facts (agent.host.build.live_host wires this); the
-    session is the process's shared one, which the publisher uses too."""
-    kcfg = getattr(config, "kube", None)
-    if kcfg is None:
-        return base
-    key = settings_key(kcfg)
-    with _SHARED_LOCK:
-        api = _SHARED.get(key)
-        if api is None:
-            _SHARED.clear()  # a reload changed the settings (shared_session closes the old one)
-            api = _SHARED[key] = KubeFacts(config, session=shared_session(config))
-    return _Chained(base, api)
+def with_kube_facts(host: Any, api: KubeFacts) -> Any:
+    """``host`` with the API facts ``api`` (the process's KubeFacts over its one session,
+    kept by agent/cli_kube.py) answering `node` and `runtimeclasses`."""
+    return ApiFactsHost(host, api)

@@ -20,7 +20,7 @@ import re
 import shlex
 from typing import Any, Iterable, List, Optional, Tuple
 
-from agent.kube.kubeconfig import client_cert_cn
+from agent.kube.keymaterial import client_cert_cn
 from agent.safeio.yamlio import YamlError, safe_load_all
 
 # nodeadm reads its NodeConfig from `nodeadm init --config-source file://<file or dir>`;
@@ -156,6 +156,14 @@ def resolve_node_name(
     if hostname and hostname.strip():
         return _checked(hostname, "hostname")
     return None, "no node name: set kube.node_name in the config"
+
+
+def node_identity(kcfg: Any, host: Any) -> Tuple[Optional[str], str]:
+    """The Node identity for the kube settings ``kcfg``, read from ``host``. Only the
+    composition root calls it (agent/cli_kube.py), once per session, with the Host it built:
+    the session, the facts and the publisher are handed the answer."""
+    paths = kcfg.nodeadm_config_paths or NODEADM_CONFIGS
+    return resolve_node_name(host, kcfg.node_name, nodeadm_paths=paths)
 
 
 def candidates_read(

@@ -6,15 +6,21 @@ publisher plans against.
 
 Nothing here writes. Errors of a read are remembered like a Node, so a read that failed for
 the checks is not repeated by the publisher within the same max_age.
+
+Nothing here builds a Host or looks for the Node name: the composition root (agent/cli_kube.py)
+resolves the identity once (agent/kube/nodename.py node_identity, over the Host it built) and
+hands it in, and it keeps the one session per process and kube settings
+(docs/architecture.md, "the composition root").
 """
 
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
 
+from agent.kube.credentials import CredentialError
 from agent.kube.errors import ApiError, Unreachable, sanitize
-from agent.kube.kubeconfig import CredentialError, KubeconfigError, client_cert_cn, load
-from agent.kube.nodename import NODEADM_CONFIGS, resolve_node_name
+from agent.kube.keymaterial import client_cert_cn
+from agent.kube.kubeconfig import KubeconfigError, load
 
 if TYPE_CHECKING:
     from agent.kube.client import KubeClient
@@ -39,17 +45,30 @@ def settings_key(kcfg: Any) -> Tuple[Any, ...]:
     )
 
 
+Identity = Tuple[Optional[str], str]  # (the Node name, where it came from) or (None, why)
+
+
+def configured_identity(kcfg: Any) -> Identity:
+    """The identity from the config alone (`kube.node_name`), for a session nobody resolved
+    a name for (tests, the benchmark): no file of any host is read."""
+    if kcfg.node_name:
+        return kcfg.node_name, "config kube.node_name"
+    return None, "no node name: set kube.node_name in the config"
+
+
 class KubeSession:
     def __init__(
-        self, kcfg: Any, host: Any = None, monotonic: Callable[[], float] = time.monotonic
+        self,
+        kcfg: Any,
+        identity: Optional[Identity] = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kcfg = kcfg
         self.key = settings_key(kcfg)
-        self._host = host
         self.monotonic = monotonic
         self._lock = threading.RLock()
         self._client: Optional[KubeClient] = None
-        self._name: Optional[Tuple[Optional[str], str]] = None
+        self._name: Identity = identity if identity is not None else configured_identity(kcfg)
         # (time of the read in the caller's clock, the Node or the error it raised)
         self._node: Optional[Tuple[float, Union[Dict[str, Any], Exception]]] = None
         self.reads = 0  # Node GETs sent (for tests and the benchmark)
@@ -68,18 +87,9 @@ class KubeSession:
                 self._client = _client_class()(kc, timeout=self.kcfg.request_timeout)
             return self._client
 
-    def node_name(self) -> Tuple[Optional[str], str]:
-        """(name, where it came from) or (None, why)."""
-        with self._lock:
-            if self._name is None:
-                host = self._host
-                if host is None:
-                    from agent.host.seam import Host
-
-                    host = Host("/", description="this host", live=True)
-                paths = self.kcfg.nodeadm_config_paths or NODEADM_CONFIGS
-                self._name = resolve_node_name(host, self.kcfg.node_name, nodeadm_paths=paths)
-            return self._name
+    def node_name(self) -> Identity:
+        """(name, where it came from) or (None, why): as the composition root resolved it."""
+        return self._name
 
     def read_node(
         self,
@@ -170,25 +180,6 @@ def node_identity_name(user: Optional[str]) -> Optional[str]:
     if user and user.startswith(NODE_PREFIX):
         return user[len(NODE_PREFIX) :]
     return None
-
-
-# `run` builds a fresh Host every cycle and the publisher lives across cycles: one session per
-# setting for the whole process (a reload with other settings replaces it).
-_SHARED: Dict[Tuple[Any, ...], KubeSession] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def shared_session(config: Any, host: Any = None) -> KubeSession:
-    kcfg = config.kube
-    key = settings_key(kcfg)
-    with _SHARED_LOCK:
-        session = _SHARED.get(key)
-        if session is None:
-            for old in _SHARED.values():
-                old.close()
-            _SHARED.clear()
-            session = _SHARED[key] = KubeSession(kcfg, host)
-        return session
 
 
 def _client_class() -> "type[KubeClient]":

@@ -10,7 +10,7 @@ import pytest
 from agent.kube.credentials import parse_rfc3339
 from agent.kube.kubeconfig import KubeconfigError, load
 from agent.kube.nodename import resolve_node_name
-from agent.outputs.metrics import MetricsInput, render
+from agent.outputs.metrics import render
 from agent.xid.events import GpuMap, parse_xid
 from agent.xid.journal import parse_journal_json
 from agent.xid.kmsg import parse_line
@@ -29,7 +29,7 @@ from checks.time_parsers import (
 )
 from tests.fuzz.test_fuzz_gpu_snapshot import POLICY, SnapshotHost
 from tests.fuzz.test_fuzz_nodename import FileHost
-from tests.unit.metrics_fixtures import GPU
+from tests.unit.metrics_fixtures import GPU, run_report
 
 POL = ResolvedPolicy(POLICY, "dra", settings={})
 
@@ -163,10 +163,10 @@ def test_node_name_must_be_one_the_api_server_accepts():
 # -- metrics -----------------------------------------------------------------------------------
 def test_renderer_on_malformed_snapshots():
     base = dict(checks=ALL_CHECKS, version="1", path="dra", start_time=0.0)
-    body = render(MetricsInput(gpus={"gpus": 5}, **base)).decode()
+    body = render(run_report(gpus={"gpus": 5}, **base)).decode()
     assert "gpu_node_agent_gpus 0" in body and 'gpu="' not in body
     hot = snapshot(temperature={"gpu_c": 10**400, "slowdown_c": 87}, uuid="GPU-\ud800")
-    body = render(MetricsInput(gpus=hot, xid_counts={("²", "79"): 10**400}, **base)).decode()
+    body = render(run_report(gpus=hot, xid_counts={("²", "79"): 10**400}, **base)).decode()
     assert "gpu_node_agent_gpu_temperature_celsius" not in body  # no float holds it
     assert 'gpu_node_agent_gpu_slowdown_temperature_celsius{gpu="0"} 87' in body
     assert 'uuid="GPU-?"' in body

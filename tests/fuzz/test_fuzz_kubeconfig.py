@@ -13,7 +13,8 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from agent.kube.kubeconfig import CredentialError, ExecSpec, KubeconfigError, load, parse_rfc3339
+from agent.kube.credentials import CredentialError, ExecSpec, parse_rfc3339
+from agent.kube.kubeconfig import KubeconfigError, load
 from tests.fuzz.conftest import deep, expect, quick
 from tests.fuzz.strategies import JSON, NASTY, TEXT
 from tests.kube_certs import CA

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from agent.kube.client import ApiError, KubeClient, Unreachable
-from agent.kube.kubeconfig import CredentialError, KubeconfigError, load
+from agent.kube.credentials import CredentialError
+from agent.kube.kubeconfig import KubeconfigError, load
 from tests.kube_double import CA, KubeDouble, kubeconfig_yaml
 
 NODE = "gpu-host-1"

@@ -2,6 +2,7 @@
 and an error value (never an exception) when the API cannot be read."""
 import pytest
 
+from agent.cli_kube import ApiWiring
 from agent.host.seam import Host
 from agent.kube.facts import KubeFacts
 from tests.kube_double import KubeDouble, kubeconfig_yaml
@@ -49,7 +50,9 @@ def test_node_name_from_the_host_when_not_configured(api, tmp_path):
     root = tmp_path / "root" / "etc"
     root.mkdir(parents=True)
     (root / "hostname").write_text("GPU-HOST-1\n")
-    facts = KubeFacts(config(kubeconfig=kc), host=Host(str(tmp_path / "root")))
+    cfg = config(kubeconfig=kc)
+    # The composition root resolves the name from the Host it built (agent/cli_kube.py).
+    facts = ApiWiring(name_host=lambda: Host(str(tmp_path / "root"))).facts(cfg)
     assert facts.fact("node")["metadata"]["name"] == NODE
 
 
@@ -66,25 +69,23 @@ def test_errors_are_values(api, tmp_path):
 
 
 def test_hosts_built_per_cycle_share_one_cache(api):
-    from agent.kube.facts import with_kube_facts
-
     double, kc = api
     cfg = config(kubeconfig=kc, node_name=NODE)
+    wiring = ApiWiring(name_host=Base)  # what `run` keeps for the process (agent/cli_run.py)
     for _ in range(5):  # `run` builds a Host (and its fact source) every cycle
-        source = with_kube_facts(Base(), cfg)
+        source = wiring.wrap(Base(), cfg)
         assert source.fact("node")["metadata"]["name"] == NODE
         assert source.fact("pci_devices") == ["from base"]
     assert double.counts() == {"GET": 1}
-    other = with_kube_facts(Base(), config(kubeconfig=kc, node_name="gpu-host-2"))
+    other = wiring.wrap(Base(), config(kubeconfig=kc, node_name="gpu-host-2"))
     assert "HTTP 403" in other.fact("node")["error"]
 
 
 def test_run_shares_one_client_with_the_publisher_one_exec_run_per_credential(api, tmp_path):
-    """`run` wires the API facts (agent/host/build.py) and the publisher (agent/cli_run.py) to
+    """`run` wires the API facts and the publisher (agent/cli_run.py, agent/cli_kube.py) to
     the same session: the exec plugin runs once per credential lifetime, not once each."""
     import datetime
 
-    from agent.kube.facts import with_kube_facts
     from agent.outputs.node.publish import Publisher
     from tests.kube_reports import report
 
@@ -103,9 +104,10 @@ def test_run_shares_one_client_with_the_publisher_one_exec_run_per_credential(ap
         "apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
         "interactiveMode": "Never"}}))
     cfg = config(kubeconfig=str(kc), node_name=NODE, consecutive_opens=1)
-    pub = Publisher(cfg)
+    wiring = ApiWiring(name_host=Base)
+    pub = Publisher(cfg, session=wiring.session(cfg))
     for _ in range(5):  # five cycles: the checks read the facts, then the verdict is published
-        source = with_kube_facts(Base(), cfg)
+        source = wiring.wrap(Base(), cfg)
         assert source.fact("node")["metadata"]["name"] == NODE
         assert source.fact("runtimeclasses")["items"]
         assert pub.publish(report()).error is None

@@ -3,7 +3,7 @@ nodeadm NodeConfig, kubelet --hostname-override, kubelet client certificate CN, 
 import pytest
 
 from agent.host.seam import Host
-from agent.kube.kubeconfig import _cn_with_ssl
+from agent.kube.keymaterial import _cn_with_ssl
 from agent.kube.nodename import hostname_override, resolve_node_name
 from tests.kube_double import CA
 

@@ -1,4 +1,4 @@
-"""Key material from a kubeconfig never touches disk (agent/kube/kubeconfig.py SecretFiles).
+"""Key material from a kubeconfig never touches disk (agent/kube/keymaterial.py SecretFiles).
 
 Inline `*-data` and an exec plugin's certificate are held in memfd_create(2) files and
 handed to requests/ssl as /proc/self/fd/N; where memfd is unavailable they go to a 0700
@@ -17,7 +17,9 @@ import tempfile
 import pytest
 
 from agent.kube.client import KubeClient
-from agent.kube.kubeconfig import CredentialError, ExecSpec, KubeconfigError, SecretFiles, load
+from agent.kube.credentials import CredentialError, ExecSpec
+from agent.kube.keymaterial import SecretFiles
+from agent.kube.kubeconfig import KubeconfigError, load
 from tests.kube_double import KubeDouble, kubeconfig_yaml
 
 NODE = "gpu-host-1"

@@ -1,12 +1,14 @@
 """Publisher: the one entry point `run` (agent/daemon/service.py) and `check --apply` call.
 
-    pub = Publisher(config, dry_run=args.dry_run)
+    pub = Publisher(config, dry_run=args.dry_run, session=session)
     result = pub.publish(report)          # once per cycle; never raises for API trouble
 
-The Node is read through the process's KubeSession (agent/kube/session.py), which the host
-facts share: one client, one exec-plugin run per credential lifetime, and in `check --apply`
-one GET. Each PATCH answer is the whole Node and refreshes that read; a GET happens at start,
-after an error and every `resync_interval`.
+The Node is read through the process's KubeSession (agent/kube/session.py), which the command
+line builds with the Node identity it resolved (agent/cli_kube.py) and hands both to this
+publisher and to the host facts: one client, one exec-plugin run per credential lifetime, and
+in `check --apply` one GET. Nothing here builds or reads a Host. Each PATCH answer is the
+whole Node and refreshes that read; a GET happens at start, after an error and every
+`resync_interval`.
 
 The verdict is two writes that never wait on each other: the Node object (labels, the owned
 annotations, a cordon) and its status (the condition). A refusal of one (403, 422, ...) is
@@ -32,9 +34,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
+from agent.kube.credentials import CredentialError
 from agent.kube.errors import ApiError, Unreachable, sanitize
-from agent.kube.kubeconfig import CredentialError, KubeconfigError
-from agent.kube.session import KubeSession, node_identity_name, settings_key, shared_session
+from agent.kube.kubeconfig import KubeconfigError
+from agent.kube.session import KubeSession, node_identity_name, settings_key
 from agent.outputs import nfd
 from agent.outputs.node import reconcile
 from agent.outputs.ratelimit import TokenBucket
@@ -177,7 +180,6 @@ class Publisher:
         self,
         config: Any,
         dry_run: bool = False,
-        host: Any = None,
         clock: Callable[[], float] = time.time,
         rng: Callable[[], float] = random.random,
         monotonic: Optional[Callable[[], float]] = None,
@@ -190,8 +192,9 @@ class Publisher:
         # Intervals run on the monotonic clock; a test that drives `clock` drives both.
         self.monotonic = monotonic or (time.monotonic if clock is time.time else clock)
         self.rng = rng
-        self.host = host
-        self.session = session if session is not None else self._session_for(config)
+        # The command line hands in the process's session; without one (tests, the
+        # benchmark) the name comes from kube.node_name alone.
+        self.session = session if session is not None else KubeSession(config.kube)
         self.opens = 0
         self.node_name: Optional[str] = None
         self.node_source = ""
@@ -213,22 +216,18 @@ class Publisher:
             "last_error": None,
         }
 
-    def _session_for(self, config: Any) -> KubeSession:
-        if self.host is not None:  # a --host-root tree: its own node name, its own session
-            return KubeSession(config.kube, self.host)
-        return shared_session(config)
-
     def close(self) -> None:
         self.session.close()
 
-    def reconfigure(self, config: Any) -> None:
-        """A reloaded config (SIGHUP): a new session when the connection or node name may
-        differ; the consecutive-open count carries over."""
+    def reconfigure(self, config: Any, session: Optional[KubeSession] = None) -> None:
+        """A reloaded config (SIGHUP): a new session (the command line's, for the new
+        settings) when the connection or node name may differ; the consecutive-open count
+        carries over."""
         old = self.kcfg
         self.config, self.kcfg = config, config.kube
         if settings_key(old) != settings_key(self.kcfg):
             self.session.close()
-            self.session = self._session_for(config)
+            self.session = session if session is not None else KubeSession(config.kube)
             self.node_name, self.node_source = None, ""
             self._stale, self._held, self._beat_at = False, {}, None
             self._failures, self._next_attempt = 0, 0.0
@@ -565,16 +564,20 @@ def _expiry(path: str) -> Optional[float]:
     return None
 
 
-def check_verdict(config: Any, report: Any, host: Any, apply: bool = False) -> PublishResult:
+def check_verdict(
+    config: Any, report: Any, session: Optional[KubeSession] = None,
+    node: Any = None, apply: bool = False,
+) -> PublishResult:
     """What `gpu-node-agent check` shows (and, with --apply, writes) for this Report.
 
-    On the live host this is one Publisher cycle (dry-run unless `apply`) on the session the
-    checks' host facts used, so the Node the checks read is the one planned against. On a
-    bundle or a --host-root tree nothing is ever written: the plan is made against the Node
-    captured in host.json (or an empty Node when none was captured).
+    On the live host (``session`` given) this is one Publisher cycle (dry-run unless `apply`)
+    on the session the checks' host facts used, so the Node the checks read is the one planned
+    against. On a bundle or a --host-root tree (no session) nothing is ever written: the plan
+    is made against ``node``, the Node captured in host.json (or an empty Node when none was
+    captured); the command line reads it from its Host.
     """
-    if host.is_live:
-        pub = Publisher(config, dry_run=not apply, session=shared_session(config))
+    if session is not None:
+        pub = Publisher(config, dry_run=not apply, session=session)
         pub.log_errors = False
         try:
             result = pub.publish(report)
@@ -583,7 +586,6 @@ def check_verdict(config: Any, report: Any, host: Any, apply: bool = False) -> P
         if result.plan is None:  # the Node could not be read: still show the desired state
             result.plan = reconcile.plan(report, {}, config.kube, pub.opens, time.time())
         return result
-    node = host.fact("node")
     captured = isinstance(node, dict) and isinstance(node.get("metadata"), dict)
     result = PublishResult(dry_run=True)
     if captured:

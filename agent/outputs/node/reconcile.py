@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
-from agent.kube.kubeconfig import parse_rfc3339
+from agent.kube.credentials import parse_rfc3339
 from agent.model import Status
 
 # `kubectl describe node` shows the message whole, one line per condition: keep it readable.

@@ -1,0 +1,69 @@
+"""The API side of the composition root: the Node identity, resolved once, and the one API
+session per process and kube settings, handed to the host facts and to the Node publisher.
+
+`check` builds one ApiWiring around the Host it opened; `run` (agent/cli_run.py) builds one for
+the process, so the Hosts it opens every cycle, and the Publisher of every config generation,
+share one session: one client, one exec-plugin run per credential lifetime, one Node read that
+the checks and the publisher both use (docs/architecture.md, "the composition root").
+A reload whose kube settings differ (agent/kube/session.py settings_key) closes the old session
+and resolves the identity again; one with the same settings keeps both.
+"""
+import threading
+from typing import Any, Callable, Optional, Tuple
+
+from agent.host.seam import Host
+from agent.kube.facts import KubeFacts, with_kube_facts
+from agent.kube.nodename import node_identity
+from agent.kube.session import KubeSession, settings_key
+
+
+def this_host() -> Host:
+    """The live machine, for the name lookup only (files and the hostname: no commands, no
+    GPUs). Built here, at the composition root, when no Host was opened yet (`run` makes its
+    Publisher before the first cycle)."""
+    return Host("/", description="this host", live=True)
+
+
+class ApiWiring:
+    def __init__(self, name_host: Callable[[], Any] = this_host) -> None:
+        self._name_host = name_host
+        self._lock = threading.Lock()
+        self._key: Optional[Tuple[Any, ...]] = None
+        self._session: Optional[KubeSession] = None
+        self._facts: Optional[KubeFacts] = None
+
+    def session(self, config: Any, host: Any = None) -> KubeSession:
+        """The session for ``config``'s kube settings: the same one while they stay the same,
+        a new one (the old closed) when they change. ``host``: where to read the Node name
+        from when it must be resolved (default: this machine)."""
+        return self._current(config, host)[0]
+
+    def facts(self, config: Any, host: Any = None) -> KubeFacts:
+        """The API facts over that session (their cache lives as long as it does)."""
+        return self._current(config, host)[1]
+
+    def _current(self, config: Any, host: Any) -> Tuple[KubeSession, KubeFacts]:
+        key = settings_key(config.kube)
+        with self._lock:
+            if self._session is None or key != self._key:
+                if self._session is not None:
+                    self._session.close()
+                identity = None
+                if config.kube.enabled:  # nothing asks for the name otherwise
+                    identity = node_identity(
+                        config.kube, host if host is not None else self._name_host()
+                    )
+                self._session = KubeSession(config.kube, identity)
+                self._facts = KubeFacts(config, session=self._session)
+                self._key = key
+            assert self._facts is not None
+            return self._session, self._facts
+
+    def wrap(self, host: Any, config: Any) -> Any:
+        """The live ``host`` with the API facts (`node`, `runtimeclasses`) of this process."""
+        return with_kube_facts(host, self.facts(config, host))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                self._session.close()
