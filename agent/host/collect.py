@@ -8,20 +8,18 @@ kmsg.log.
 
 What may be copied (docs/bundle-format.md, "What collect copies"):
 - A path is resolved component by component from a file descriptor of the host root with
-  ``O_PATH|O_NOFOLLOW`` (symlinks inside the root are followed as the kernel would, chroot
-  semantics, at most 40 hops: path_resolution(7)), so ``/var/run`` -> ``/run`` and merged-/usr
-  links keep working and no component can be swapped between the check and the read.
+  ``O_PATH|O_NOFOLLOW`` (agent/host/resolve.py: symlinks inside the root are followed as the
+  kernel would, chroot semantics, at most 40 hops: path_resolution(7)), so ``/var/run`` ->
+  ``/run`` and merged-/usr links keep working and no component can be swapped between the
+  check and the read.
 - The *final* target is copied only when it matches a declared read pattern of the selected
   checks, the pattern's directory resolved the same way (``/var/run/cdi/*.yaml`` allows
   ``/run/cdi/x.yaml``), or, for containerd ``imports`` found by a ``discover`` hook, when it is a
   ``*.toml`` file below ``/etc/containerd/`` (resolved). Anything else (a CDI spec linked to
   ``/etc/shadow``, an import in ``/home``) is recorded as the link alone, with no content, and
   named under ``collect_skipped`` in bundle.yaml.
-- The bundle is staged in a fresh 0700 directory beside the output; every file is created
-  ``O_EXCL|O_NOFOLLOW`` mode 0600 (0700 for an executable placeholder) under directories opened
-  with ``O_NOFOLLOW``, so a link the bundle itself holds is never written through. A .tar.gz is
-  written to a random ``O_EXCL`` name (mkstemp, 0600) in the target directory, then linked into
-  place without replacing anything.
+- The bundle is staged in a fresh 0700 directory beside the output and written without ever
+  following a link or replacing a file (agent/host/collect_write.py).
 """
 import errno
 import json
@@ -31,7 +29,6 @@ import posixpath
 import shutil
 import socket
 import stat
-import tarfile
 import tempfile
 import time
 from fnmatch import fnmatchcase
@@ -42,6 +39,7 @@ import yaml
 
 from agent.errors import OutputError
 from agent.host.bundle import command_records, write_bundle_meta
+from agent.host.collect_write import Tree, check_target, lock_down, write_new, write_tar
 from agent.host.redact import (
     TooLarge,
     redact_command_output,
@@ -49,24 +47,18 @@ from agent.host.redact import (
     redact_file,
     redact_text,
 )
-from agent.host.seam import MAX_SYMLINK_HOPS, CommandResult, Host
+from agent.host.resolve import Resolver, read_fd
+from agent.host.seam import MAX_SYMLINK_HOPS, Host
 from agent.model import Check
-from agent.safeio.bounded import read_bytes_capped
-from agent.safeio.nofollow import DIR_FLAGS, NEW_FILE, open_dirs
+from agent.safeio.commands import CommandResult
 from agent.version import version
 
 ALWAYS_READ = ("/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname")
-MAX_FILE_BYTES = 4 * 1024 * 1024
 # containerd `imports` found by a discover hook are copied only from here: every layout the
 # checks know keeps its drop-ins below /etc/containerd (conf.d for nvidia-ctk and Canonical
 # Kubernetes, config.d for nodeadm; docs/checks-container.md).
 IMPORT_DIRS = ("/etc/containerd",)
 IMPORT_SUFFIX = ".toml"
-
-_O_PATH = getattr(os, "O_PATH", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 log = logging.getLogger("gpu-node-agent.host.collect")
 
@@ -107,82 +99,6 @@ def _unique(items: Sequence[Any]) -> List[Any]:
     return out
 
 
-def _parts(host_path: str) -> List[str]:
-    return [p for p in host_path.split("/") if p and p not in (".", "..")]
-
-
-# -- reading the host: resolution from a root descriptor -------------------------------------
-class Resolver:
-    """Resolves host paths inside ``root`` without ever leaving it: each component is opened
-    ``O_PATH|O_NOFOLLOW`` relative to its parent's descriptor; a symlink is read with
-    readlinkat and its target continued from the root (absolute) or the parent (relative);
-    ``..`` never climbs above the root."""
-
-    def __init__(self, root: Path) -> None:
-        self.root_fd = os.open(str(root), _O_PATH | _O_DIRECTORY | _O_CLOEXEC)
-
-    def close(self) -> None:
-        os.close(self.root_fd)
-
-    def open(self, host_path: str) -> Tuple[int, str]:
-        """(descriptor of the final object, its canonical host path). Raises OSError."""
-        pending = [p for p in host_path.split("/") if p]
-        stack: List[Tuple[str, int]] = []  # directories below the root: (name, fd)
-        hops = 0
-        try:
-            while pending:
-                part = pending.pop(0)
-                if part == ".":
-                    continue
-                if part == "..":
-                    if stack:
-                        os.close(stack.pop()[1])
-                    continue
-                parent = stack[-1][1] if stack else self.root_fd
-                fd = os.open(part, _O_PATH | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=parent)
-                mode = os.fstat(fd).st_mode
-                if stat.S_ISLNK(mode):
-                    os.close(fd)
-                    hops += 1
-                    if hops > MAX_SYMLINK_HOPS:
-                        raise OSError(errno.ELOOP, "too many symlinks", host_path)
-                    target = os.readlink(part, dir_fd=parent)
-                    if target.startswith("/"):
-                        while stack:
-                            os.close(stack.pop()[1])
-                    pending = [p for p in target.split("/") if p] + pending
-                    continue
-                if pending and not stat.S_ISDIR(mode):
-                    os.close(fd)
-                    raise OSError(errno.ENOTDIR, "not a directory", host_path)
-                stack.append((part, fd))
-            if not stack:
-                return os.dup(self.root_fd), "/"
-            canonical = "/" + "/".join(name for name, _ in stack)
-            fd = stack.pop()[1]
-            return fd, canonical
-        finally:
-            while stack:
-                os.close(stack.pop()[1])
-
-    def canonical(self, host_path: str) -> Optional[str]:
-        try:
-            fd, canon = self.open(host_path)
-        except OSError:
-            return None
-        os.close(fd)
-        return canon
-
-
-def _read_fd(fd: int, name: str) -> bytes:
-    """The regular file behind an O_PATH descriptor, bounded (agent/safeio/bounded.py). Reopened
-    through /proc/self/fd, which opens exactly the object the descriptor holds."""
-    proc = f"/proc/self/fd/{fd}"
-    if not os.path.exists(proc):  # no procfs mounted: nothing is read rather than a path
-        raise OSError(errno.ENOENT, "no /proc/self/fd to reopen the file", name)
-    return read_bytes_capped(proc, MAX_FILE_BYTES)
-
-
 class AllowList:
     """Where a final target may lie: a declared read pattern with its directory resolved, or
     a discovered containerd import below IMPORT_DIRS."""
@@ -204,73 +120,6 @@ class AllowList:
         return canonical.endswith(IMPORT_SUFFIX) and any(
             canonical.startswith(d.rstrip("/") + "/") for d in self.import_dirs
         )
-
-
-# -- writing the bundle: never through a link ------------------------------------------------
-class Tree:
-    """The bundle's root/ (or the bundle itself): every directory opened O_NOFOLLOW from the
-    top, every file created O_EXCL|O_NOFOLLOW, so a symlink the bundle holds (recorded from
-    the host) is never written through."""
-
-    def __init__(self, top: Path) -> None:
-        self.top = top
-
-    def _parent(self, parts: Sequence[str]) -> Optional[int]:
-        top = os.open(str(self.top), DIR_FLAGS)
-        try:
-            return open_dirs(top, parts)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                return None  # a link or a file where a directory would go: not written
-            raise
-        finally:
-            os.close(top)
-
-    def _open_parent(self, host_path: str) -> Optional[Tuple[int, str]]:
-        """A descriptor on host_path's parent (made under top, never through a link) and the
-        last component; None for an empty path or a parent that cannot be made. The caller
-        closes the descriptor."""
-        parts = _parts(host_path)
-        if not parts:
-            return None
-        fd = self._parent(parts[:-1])
-        return None if fd is None else (fd, parts[-1])
-
-    def write(self, host_path: str, data: bytes, mode: int = 0o600) -> bool:
-        opened = self._open_parent(host_path)
-        if opened is None:
-            return False
-        fd, name = opened
-        try:
-            out = os.open(name, NEW_FILE, mode, dir_fd=fd)
-        except FileExistsError:
-            return False
-        finally:
-            os.close(fd)
-        with os.fdopen(out, "wb") as f:
-            f.write(data)
-        return True
-
-    def symlink(self, host_path: str, target: str) -> bool:
-        opened = self._open_parent(host_path)
-        if opened is None:
-            return False
-        fd, name = opened
-        try:
-            os.symlink(target, name, dir_fd=fd)
-            return True
-        except FileExistsError:
-            return False
-        finally:
-            os.close(fd)
-
-    def mkdir(self, host_path: str) -> None:
-        fd = self._parent(_parts(host_path))
-        if fd is not None:
-            os.close(fd)
-
-    def exists(self, host_path: str) -> bool:
-        return os.path.lexists(self.top.joinpath(*_parts(host_path)))
 
 
 class Collector:
@@ -320,7 +169,7 @@ class Collector:
                         self.tree.symlink(path, target)
                 return
             try:
-                data = _read_fd(fd, host_path)
+                data = read_fd(fd, host_path)
             except OSError as exc:
                 self._skip(f"{host_path}: not read ({exc.strerror or exc})")
                 return
@@ -352,74 +201,12 @@ class Collector:
                 self.tree.write(path, b"", 0o700 if st.st_mode & 0o111 else 0o600)
 
 
-def _fresh(path: Path, data: str) -> None:
-    fd = os.open(str(path), NEW_FILE, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(data)
-
-
-def _lock_down(top: Path) -> None:
-    """Directories 0700, files 0600 (0700 if executable); links are left alone."""
-    for dirpath, dirnames, filenames in os.walk(str(top)):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            if stat.S_ISDIR(st.st_mode):
-                os.chmod(path, 0o700)
-            elif stat.S_ISREG(st.st_mode):
-                os.chmod(path, 0o700 if st.st_mode & 0o100 else 0o600)
-    os.chmod(str(top), 0o700)
-
-
-def _check_target(target: Path, as_tar: bool) -> None:
-    if as_tar:
-        if os.path.lexists(target):
-            raise OutputError(f"{target}: exists; collect never overwrites a file")
-        return
-    if os.path.islink(target) or (os.path.lexists(target) and not target.is_dir()):
-        raise OutputError(f"{target}: exists and is not a directory (choose another -o)")
-    if target.is_dir() and any(target.iterdir()):
-        raise OutputError(f"{target}: directory is not empty (choose another -o)")
-
-
-def _tar_filter(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    if info.isdir():
-        info.mode = 0o700
-    elif info.isfile():
-        info.mode = 0o700 if info.mode & 0o100 else 0o600
-    return info
-
-
-def _write_tar(bundle: Path, target: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".gna-bundle-", suffix=".partial", dir=str(target.parent))
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            with tarfile.open(fileobj=raw, mode="w:gz") as tar:
-                for entry in sorted(bundle.iterdir()):
-                    tar.add(str(entry), arcname=entry.name, filter=_tar_filter)
-            raw.flush()
-            os.fsync(raw.fileno())
-        try:
-            os.link(tmp, str(target))  # never replaces: EEXIST if someone got there first
-        except FileExistsError:
-            raise OutputError(f"{target}: exists; collect never overwrites a file") from None
-        except OSError:  # a filesystem without hard links
-            if os.path.lexists(target):
-                raise OutputError(f"{target}: exists; collect never overwrites a file") from None
-            os.rename(tmp, str(target))
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-
-
 def collect(host: Host, checks: Sequence[Check], out: str, timeout_scale: float = 1.0) -> Path:
     """Write a bundle directory, or a .tar.gz when ``out`` ends with .tar.gz. Returns it.
     Raises OutputError (exit 2) when ``out`` exists (a non-empty directory, a file, a link)."""
     as_tar = out.endswith(".tar.gz")
     target = Path(out)
-    _check_target(target, as_tar)
+    check_target(target, as_tar)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".gna-collect-", dir=str(target.parent)))  # 0700
@@ -459,23 +246,23 @@ def collect(host: Host, checks: Sequence[Check], out: str, timeout_scale: float 
         for rec in records:
             rec["stdout"] = redact_command_output(rec["argv"], rec["stdout"])
             rec["stderr"] = redact_text(rec["stderr"])
-        _fresh(bundle / "commands.yaml", yaml.safe_dump(records, sort_keys=False))
+        write_new(bundle / "commands.yaml", yaml.safe_dump(records, sort_keys=False))
         fact_names = _unique([f for c in checks for f in c.facts])
         facts: Dict[str, Any] = {name: host.fact(name) for name in fact_names}
         try:
             facts = redact_data(facts)
         except (TooLarge, RecursionError):
             facts = {name: None for name in facts}  # unknown rather than unredacted
-        _fresh(bundle / "host.json", json.dumps(facts, indent=2, sort_keys=True) + "\n")
+        write_new(bundle / "host.json", json.dumps(facts, indent=2, sort_keys=True) + "\n")
         if any(c.uses_gpus for c in checks):
             snapshot = host.gpus()
             if snapshot is not None:
-                _fresh(bundle / "gpus.json", json.dumps(snapshot, indent=2) + "\n")
+                write_new(bundle / "gpus.json", json.dumps(snapshot, indent=2) + "\n")
         if any(c.uses_kmsg for c in checks):
             lines = host.kmsg()
             if lines is not None:
                 text = "\n".join(lines) + ("\n" if lines else "")
-                _fresh(bundle / "kmsg.log", redact_text(text))
+                write_new(bundle / "kmsg.log", redact_text(text))
         meta: Dict[str, Any] = {
             "hostname": host.hostname() or socket.gethostname(),
             "boot_id": host.boot_id(),
@@ -485,9 +272,9 @@ def collect(host: Host, checks: Sequence[Check], out: str, timeout_scale: float 
         if collector.skipped:
             meta["collect_skipped"] = collector.skipped
         write_bundle_meta(bundle, meta)
-        _lock_down(bundle)
+        lock_down(bundle)
         if as_tar:
-            _write_tar(bundle, target)
+            write_tar(bundle, target)
         else:
             try:  # rename(2) replaces an empty directory and nothing else
                 os.rename(str(bundle), str(target))

@@ -240,7 +240,7 @@ def test_the_archive_is_never_written_through_a_planted_partial_name(host_root, 
 def test_the_temp_archive_is_created_o_excl_mode_0600(host_root, tmp_path, monkeypatch):
     """Observe the temp file while tarfile writes it: random name in the target directory,
     0600 from the start (mkstemp: O_CREAT|O_EXCL, mode 0600)."""
-    import agent.host.collect as collect_mod
+    import agent.host.collect_write as collect_mod
 
     seen = {}
     real_open = collect_mod.tarfile.open
@@ -374,7 +374,7 @@ def test_collect_on_the_live_machine_leaks_nothing(tmp_path):
 def test_the_resolver_never_leaves_the_root(tmp_path):
     """Absolute and climbing link targets resolve inside the root (chroot semantics), so a
     file that exists only outside it is never opened, whatever the allow-list says."""
-    from agent.host.collect import Resolver
+    from agent.host.resolve import Resolver
 
     outside = tmp_path / "outside.yaml"
     outside.write_text("outside\n")
@@ -393,9 +393,9 @@ def test_the_resolver_never_leaves_the_root(tmp_path):
         fd, canonical = resolver.open("/etc/cdi/ok.yaml")
         try:
             assert canonical == "/etc/cdi/real.yaml"
-            from agent.host.collect import _read_fd
+            from agent.host.resolve import read_fd
 
-            assert _read_fd(fd, "/etc/cdi/ok.yaml") == b"inside\n"
+            assert read_fd(fd, "/etc/cdi/ok.yaml") == b"inside\n"
         finally:
             os.close(fd)
     finally:
