@@ -3,7 +3,7 @@ nvidia-nvml-dev wheel (a test dependency), parsed here, never against our own ta
 
 A swapped clock-event bit (hardware thermal slowdown decoded as sync boost) fails
 ``test_clock_event_bit_matches_nvml_h[hw_thermal_slowdown]`` and the behaviour test below,
-which builds its snapshot from the header's bit, not from agent.nvml.worker.CLOCK_EVENT_BITS.
+which builds its snapshot from the header's bit, not from agent.nvml.readers.CLOCK_EVENT_BITS.
 """
 import re
 from typing import Dict
@@ -13,7 +13,7 @@ import pytest
 
 from agent.host.seam import Host, StaticGpus
 from agent.model import Status
-from agent.nvml import worker as nvml_worker
+from agent.nvml import readers as nvml_readers
 from checks.gpu_health import GPU_THERMAL
 from checks.policy import ResolvedPolicy, load_policy
 from tests.nvml_sim import simlib
@@ -49,7 +49,7 @@ ERROR_MEMBERS: Dict[str, str] = {
 }
 FABRIC_MACROS = {"not_supported": "NOT_SUPPORTED", "not_started": "NOT_STARTED",
                  "in_progress": "IN_PROGRESS", "completed": "COMPLETED"}
-# The pynvml constants agent/nvml/worker.py and agent/nvml/events.py pass to NVML.
+# The pynvml constants agent/nvml/readers.py and agent/nvml/events.py pass to NVML.
 USED_CONSTANTS = (
     "NVML_TEMPERATURE_GPU", "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",
     "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", "NVML_VOLATILE_ECC", "NVML_AGGREGATE_ECC",
@@ -104,24 +104,24 @@ def test_the_header_is_the_one_nvidia_ships():
 @pytest.mark.parametrize("name", list(REASON_MACROS))
 def test_clock_event_bit_matches_nvml_h(name):
     """Mutation 'two clock-event bits swapped' (HW thermal slowdown <-> another reason)."""
-    ours = {n: bit for bit, n in nvml_worker.CLOCK_EVENT_BITS}
+    ours = {n: bit for bit, n in nvml_readers.CLOCK_EVENT_BITS}
     assert ours.get(name) == _reason_bit(REASON_MACROS[name]), name
 
 
 def test_every_reason_bit_decodes_to_its_own_name_only():
     for name, suffix in REASON_MACROS.items():
-        assert nvml_worker.decode_clock_events(_reason_bit(suffix)) == [name]
-    assert nvml_worker.decode_clock_events(0) == []
+        assert nvml_readers.decode_clock_events(_reason_bit(suffix)) == [name]
+    assert nvml_readers.decode_clock_events(0) == []
     # A bit nvml.h defines that we do not name is reported, never dropped.
     board = _reason_bit("BoardLimit")
-    assert nvml_worker.decode_clock_events(board) == [f"unknown_0x{board:x}"]
+    assert nvml_readers.decode_clock_events(board) == [f"unknown_0x{board:x}"]
 
 
 def _snapshot(mask: int):
     gpu = {"index": 0, "uuid": "GPU-0", "pci_bus_id": "00000000:1A:00.0",
            "temperature": {"gpu_c": 40, "slowdown_c": 87, "shutdown_c": 92},
            "clock_event_reasons": {"mask": mask,
-                                   "active": nvml_worker.decode_clock_events(mask)}}
+                                   "active": nvml_readers.decode_clock_events(mask)}}
     return {"schema_version": 1, "source": "nvml", "error": None, "gpus": [gpu]}
 
 
@@ -140,19 +140,19 @@ def test_gpu_thermal_judges_the_bit_nvml_h_defines(tmp_path, suffix, fault):
 
 
 def test_fabric_states_match_nvml_h():
-    ours = {value: name for value, name in nvml_worker.FABRIC_STATES.items()}
+    ours = {value: name for value, name in nvml_readers.FABRIC_STATES.items()}
     expected = {HEADER[f"NVML_GPU_FABRIC_STATE_{m}"]: n for n, m in FABRIC_MACROS.items()}
     assert ours == expected
 
 
 @pytest.mark.parametrize("kind", list(ERROR_MEMBERS))
 def test_error_kind_matches_nvml_h(kind):
-    ours = {k: code for code, k in nvml_worker.ERROR_KINDS.items()}
+    ours = {k: code for code, k in nvml_readers.ERROR_KINDS.items()}
     assert ours.get(kind) == HEADER[ERROR_MEMBERS[kind]]
 
 
 def test_error_kinds_name_no_other_code():
-    assert sorted(nvml_worker.ERROR_KINDS.values()) == sorted(ERROR_MEMBERS)
+    assert sorted(nvml_readers.ERROR_KINDS.values()) == sorted(ERROR_MEMBERS)
 
 
 @pytest.mark.parametrize("name", USED_CONSTANTS + FIELD_IDS)

@@ -17,7 +17,6 @@ API (used by ``check`` through ``NvmlGpuSource`` and by ``run``):
 import contextlib
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -26,9 +25,10 @@ import threading
 import time
 from typing import Any, Dict, Mapping, Optional
 
+from agent.nvml.process import LineReader, close_pipes, spawn_worker, stderr_tail
+
 SCHEMA_VERSION = 1
 REAP_WAIT_S = 2.0  # how long a SIGKILLed worker gets to disappear before it counts as stuck
-MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 def error_snapshot(kind: str, message: str, nvml_code: Optional[int] = None) -> Dict[str, Any]:
@@ -75,8 +75,7 @@ class NvmlClient:
         self._proc: Optional[subprocess.Popen[bytes]] = None
         self._answered = False  # has the current worker answered once (init done)?
         self._stuck: Optional[subprocess.Popen[bytes]] = None
-        self._buf = b""
-        self._eof = False
+        self._lines = LineReader()
         self._next_id = 0
         self._backoff_s = 0.0
         self._not_before = 0.0
@@ -166,16 +165,12 @@ class NvmlClient:
             self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives with the client)
         self._stderr.seek(0)
         self._stderr.truncate()
-        self._proc = subprocess.Popen(
-            [self.python, "-m", "agent.nvml.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            env=env, close_fds=True, cwd=_package_parent(),
-        )
+        self._proc = spawn_worker(self.python, env=env, stderr=self._stderr)
         self.stats["spawns"] += 1
         if self.stats["spawns"] > 1:
             self.stats["respawns"] += 1
         self._answered = False
-        self._buf = b""
+        self._lines.reset()
         return None
 
     def _request(self, body: Dict[str, Any], spawn: bool = True) -> Dict[str, Any]:
@@ -200,11 +195,11 @@ class NvmlClient:
         except OSError:
             return self._crashed(proc)
         deadline = started + deadline_s
-        self._eof = False
+        self._lines.eof = False
         while True:
-            line = self._read_line(proc, deadline)
+            line = self._lines.read_line(proc.stdout.fileno(), deadline)
             if line is None:
-                if self._eof:
+                if self._lines.eof:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         proc.wait(REAP_WAIT_S)
                 if proc.poll() is not None:
@@ -228,44 +223,13 @@ class NvmlClient:
             reply["_wall_s"] = round(time.monotonic() - started, 6)
             return reply
 
-    def _read_line(self, proc: "subprocess.Popen[bytes]", deadline: float) -> Optional[bytes]:
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        while b"\n" not in self._buf:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                return None
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                self._eof = True  # the worker closed its stdout: it exited or is exiting
-                return None
-            self._buf += chunk
-            if len(self._buf) > MAX_LINE_BYTES:
-                self._buf = b""
-                return None
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line
-
     def _crashed(self, proc: "subprocess.Popen[bytes]") -> Dict[str, str]:
         self.stats["worker_crashes"] += 1
-        tail = self._stderr_tail()
+        tail = stderr_tail(self._stderr)
         rc = proc.poll()
         self._kill(proc)
         return {"kind": "worker_failed",
                 "message": f"NVML worker exited (rc {rc})" + (f": {tail}" if tail else "")}
-
-    def _stderr_tail(self) -> str:
-        if self._stderr is None:
-            return ""
-        try:
-            self._stderr.seek(0)
-            lines = self._stderr.read()[-4096:].decode("utf-8", "replace").strip().splitlines()
-        except OSError:
-            return ""
-        return lines[-1][:300] if lines else ""
 
     def _kill(self, proc: "subprocess.Popen[bytes]") -> None:
         """SIGKILL by PID and reap; a worker that survives is kept as the stuck one."""
@@ -277,7 +241,7 @@ class NvmlClient:
             except subprocess.TimeoutExpired:
                 self.stats["stuck_workers"] += 1
                 self._stuck = proc
-        self._close_pipes(proc)
+        close_pipes(proc)
         if self._proc is proc:
             self._proc = None
         self._backoff_s = min(self.backoff_max_s, max(self.backoff_initial_s, self._backoff_s * 2))
@@ -302,22 +266,7 @@ class NvmlClient:
         if proc.poll() is None:
             self._kill(proc)
             self._backoff_s, self._not_before = 0.0, 0.0  # an orderly stop is not a failure
-        self._close_pipes(proc)
-
-    @staticmethod
-    def _close_pipes(proc: "subprocess.Popen[bytes]") -> None:
-        for pipe in (proc.stdin, proc.stdout):
-            try:
-                if pipe is not None:
-                    pipe.close()
-            except OSError:
-                pass
-
-
-def _package_parent() -> str:
-    """The directory holding the ``agent`` package, so ``-m agent.nvml.worker`` resolves to
-    this very installation whatever the caller's working directory."""
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        close_pipes(proc)
 
 
 class NvmlGpuSource:

@@ -32,6 +32,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, Mapping, Optional
 
+from agent.nvml.process import spawn_worker
+
 WAIT_MS = 1000  # nvmlEventSetWait's timeout: how often the worker notices it should stop
 GPU_IS_LOST = 15  # nvmlReturn_t NVML_ERROR_GPU_IS_LOST (nvml.h)
 TIMEOUT = 10  # NVML_ERROR_TIMEOUT
@@ -208,15 +210,7 @@ class NvmlEventStream:
     def _run_one(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             return  # the previous one survived its kill: never a second behind it
-        env = self.env if self.env is not None else dict(os.environ)
-        self._proc = subprocess.Popen(
-            [self.python, "-m", "agent.nvml.worker", "--events"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=_package_parent(),
-        )
+        self._proc = spawn_worker(self.python, ["--events"], env=self.env)
         self.stats["starts"] += 1
         assert self._proc.stdout is not None
         fd, pending = self._proc.stdout.fileno(), b""
@@ -250,7 +244,3 @@ class NvmlEventStream:
         elif message.get("event") == "xid":
             self.stats["events"] += 1
         self.on_event(message)
-
-
-def _package_parent() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,7 +1,7 @@
 """The sticky faults the XID monitor records: one from XIDs of one GPU and code, one from a
 rise in a GPU's volatile uncorrectable ECC count.
 
-The record's fields are the state file's (agent/xid/state.py checks their types on load);
+The record's fields are the state file's (agent/xid/state_schema.py holds their types);
 how a new record merges into the file, and which clear covers it, is agent/xid/state.py's
 ``add_fault`` and ``cleared``.
 """

@@ -81,7 +81,7 @@ NAMED: Tuple[Tuple[str, str, str, str, Tuple[str, ...]], ...] = (
      "[p for p in refs.hooks if not host.is_executable(p)]",
      "[p for p in refs.hooks if not host.exists(p)]",
      ("tests/test_safety_guards.py",)),
-    ("clock-event bits swapped (HW thermal <-> sync boost)", "agent/nvml/worker.py",
+    ("clock-event bits swapped (HW thermal <-> sync boost)", "agent/nvml/readers.py",
      '    (0x10, "sync_boost"),\n    (0x20, "sw_thermal_slowdown"),\n    (0x40, "hw_thermal_slowdown"),\n',
      '    (0x40, "sync_boost"),\n    (0x20, "sw_thermal_slowdown"),\n    (0x10, "hw_thermal_slowdown"),\n',
      ("tests/test_nvml_constants.py",)),

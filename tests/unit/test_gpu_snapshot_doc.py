@@ -4,7 +4,7 @@ import json
 import re
 from pathlib import Path
 
-from agent.nvml.worker import ERROR_KINDS
+from agent.nvml.readers import ERROR_KINDS
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "gpu-snapshot.md").read_text()

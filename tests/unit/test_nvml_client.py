@@ -1,5 +1,6 @@
 """NvmlClient failure paths that need no NVML at all: a worker that dies, and maintenance."""
 import sys
+from pathlib import Path
 
 from agent.nvml.client import NvmlClient
 from checks.nvml_responsive import NVML_RESPONSIVE
@@ -50,3 +51,15 @@ def test_the_flag_file_and_the_api_are_independent(tmp_path):
     flag.unlink()
     assert client.check_maintenance_flag() is False
     assert client.stats["spawns"] == 0
+
+
+def test_the_worker_is_started_from_the_directory_that_holds_this_agent_package():
+    # `python -m agent.nvml.worker` resolves against the child's working directory first
+    # (sys.path[0] is the cwd under -m: docs.python.org/3/using/cmdline.html#cmdoption-m),
+    # so that directory must hold this very `agent` package, not be the package itself.
+    import agent
+    from agent.nvml.process import WORKER_MODULE, package_parent
+
+    parent = Path(package_parent()).resolve()
+    assert parent / "agent" == Path(agent.__file__).resolve().parent
+    assert (parent / (WORKER_MODULE.replace(".", "/") + ".py")).is_file()

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.nvml.worker import CLOCK_EVENT_BITS, decode_clock_events
+from agent.nvml.readers import CLOCK_EVENT_BITS, decode_clock_events
 from tests.nvml_sim import simlib
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
