@@ -177,7 +177,7 @@ def _kube_verdict(
         if args.apply:
             raise UsageError("--apply publishes the whole verdict: not with --only")
         return None
-    from agent.outputs.node.publish import check_verdict
+    from agent.outputs.node.verdict import check_verdict
 
     if host.is_live:  # the session the checks' facts read the Node through
         result = check_verdict(config, report, session=api.session(config, host), apply=args.apply)

@@ -4,7 +4,7 @@ cannot be read (anonymous, wrong name with the identity from the certificate's C
 registered yet with a certificate)."""
 import pytest
 
-from agent.outputs.node.publish import EVENT_BURST
+from agent.outputs.node.events import EVENT_BURST
 from tests.kube_double import KubeDouble, kubeconfig_yaml
 from tests.kube_reports import report
 from tests.kube_setup import NODE, Clock, make_publisher, serve_node
