@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.host.redact import REDACTED, emit_toml, redact_data, redact_file
+from agent.host.redact import redact_data, redact_file
+from agent.host.redact_secrets import REDACTED
+from agent.host.redact_toml import emit_toml
 from tests.collect_hostile import dump_output, plan
 from tests.integration.containerd.support import containerd
 

@@ -1,5 +1,6 @@
 """collect redacts secrets before anything is written."""
-from agent.host.redact import REDACTED, redact
+from agent.host.redact import redact
+from agent.host.redact_secrets import REDACTED
 
 KUBECONFIG = """apiVersion: v1
 users:

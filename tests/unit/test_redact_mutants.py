@@ -1,4 +1,4 @@
-"""agent/host/redact.py helper by helper, with exact outputs for small inputs, so a changed regex,
+"""agent/host/redact*.py helper by helper, with exact outputs for small inputs, so a changed regex,
 boundary, offset or emitter option fails (the mutation tier found these blind before:
 docs/testing.md). Every expected string is written by hand from the rule it checks: a secret
 value becomes "REDACTED" (quoted as the original was, triple quotes as one basic string),
@@ -11,34 +11,32 @@ import pytest
 
 from agent.host import redact
 from agent.host.redact import (
-    REDACTED,
     REEMITTED_NOTE,
     TooLarge,
-    _bracket_end,
     _emit_json,
     _emit_toml,
     _emit_yaml,
     _emit_yaml_ascii,
-    _indent,
-    _inline_pairs,
-    _last_key,
     _leaks,
-    _quoted_redacted,
     _same,
-    _strings_redacted,
-    _toml_key,
-    _toml_str,
-    _toml_value,
     _Walker,
-    emit_toml,
     kind_for,
     redact_command_output,
     redact_data,
     redact_document,
     redact_file,
-    redact_inline,
+)
+from agent.host.redact_lines import (
+    _bracket_end,
+    _indent,
+    _inline_pairs,
+    _last_key,
+    _quoted_redacted,
+    _strings_redacted,
     redact_text,
 )
+from agent.host.redact_secrets import REDACTED, redact_inline
+from agent.host.redact_toml import _toml_key, _toml_str, _toml_value, emit_toml
 
 NAN = float("nan")
 BEGIN = "-----BEGIN RSA PRIVATE KEY-----"
@@ -402,7 +400,7 @@ def test_re_emission_when_the_line_form_leaves_a_secret():
     assert out == 'a = """\nx\n"""\n[t]\npassword = "REDACTED"\n'
 
 
-# -- bugs the mutation pass led to (fixed in agent/host/redact.py) -------------------------------
+# -- bugs the mutation pass led to (fixed in agent/host/redact*.py) ------------------------------
 @pytest.mark.parametrize("text,expected", [
     # An unterminated multi-line string: the one-line string rule matched its first two quotes
     # as an empty string, and the value after them was copied out.

@@ -8,16 +8,10 @@ import sys
 import pytest
 import yaml
 
-from agent.host.redact import (
-    REDACTED,
-    REEMITTED_NOTE,
-    emit_toml,
-    is_secret_name,
-    redact_command_output,
-    redact_document,
-    redact_file,
-    redact_text,
-)
+from agent.host.redact import REEMITTED_NOTE, redact_command_output, redact_document, redact_file
+from agent.host.redact_lines import redact_text
+from agent.host.redact_secrets import REDACTED, is_secret_name
+from agent.host.redact_toml import emit_toml
 
 if sys.version_info >= (3, 11):
     import tomllib
