@@ -4,11 +4,18 @@ A path's gate is open when no critical check that gates it is fail or unknown; w
 close it. With strict, any gating check that is warn, fail or unknown closes it. Each path's
 gate uses the check's verdict on that path (``CheckResult.status_on``), so ``gates[P]`` is what
 ``--path P`` alone decides, not the report path's verdicts reused.
+
+A Report is the one value a cycle produces: besides the verdicts it carries what the outputs
+render beside them (the GPU snapshot the checks saw, the NVML worker's counters, the XID
+counts, the run's timestamps), so every output renders from it alone and nothing an output
+reads can change under it (docs/architecture.md, "one run cycle"). The JSON output (schema 1,
+docs/json-schema.md) prints none of those extra fields.
 """
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from types import MappingProxyType
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
-from agent.model import PATHS, CheckResult, Severity, Status
+from agent.model import PATHS, Check, CheckResult, Interval, Severity, Status
 
 CLOSING = (Status.FAIL, Status.UNKNOWN)
 CLOSING_STRICT = (Status.WARN, Status.FAIL, Status.UNKNOWN)
@@ -35,6 +42,33 @@ def evaluate_gate(results: Sequence[CheckResult], path: str, strict: bool = Fals
 
 
 @dataclass(frozen=True)
+class KnownCheck:
+    """A check the agent knows, run or not: the metrics show every one from the start."""
+
+    id: str
+    severity: Severity
+    interval: Interval
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What `run` knows about its own cycles (the daemon's; `check` has none)."""
+
+    # check id -> unix time the check last ran (absent: not yet)
+    last_run: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    last_success: Optional[float] = None  # unix time the last cycle completed
+    cycle_duration: Optional[float] = None  # seconds the last cycle took
+    config_reload_ok: bool = True
+    start_time: float = 0.0  # unix time the agent started
+
+    def __post_init__(self) -> None:  # a read-only copy: the daemon's own dict moves on
+        object.__setattr__(self, "last_run", MappingProxyType(dict(self.last_run)))
+
+
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
 class Report:
     path: str
     strict: bool
@@ -45,6 +79,15 @@ class Report:
     generated_at: float
     agent_version: str
     context: Mapping[str, Any] = field(default_factory=dict)
+    # Every check the agent knows (each has status series before its first run).
+    checks: Tuple[KnownCheck, ...] = ()
+    # The GPU snapshot the GPU checks of this cycle saw (docs/gpu-snapshot.md); None: none.
+    gpus: Optional[Mapping[str, Any]] = None
+    # The NVML worker's counters (timeouts, respawns, stuck_workers).
+    nvml_stats: Mapping[str, int] = _EMPTY
+    # (gpu index, XID code) -> events since boot.
+    xid_counts: Mapping[Tuple[str, str], int] = _EMPTY
+    run: RunFacts = RunFacts()
 
     def result(self, check_id: str) -> Optional[CheckResult]:
         for r in self.results:
@@ -61,6 +104,11 @@ def build_report(
     generated_at: float,
     agent_version: str,
     context: Optional[Mapping[str, Any]] = None,
+    checks: Iterable[Check] = (),
+    gpus: Optional[Mapping[str, Any]] = None,
+    nvml_stats: Optional[Mapping[str, int]] = None,
+    xid_counts: Optional[Mapping[Tuple[str, str], int]] = None,
+    run: Optional[RunFacts] = None,
 ) -> Report:
     gates: Dict[str, Gate] = {p: evaluate_gate(results, p, strict) for p in PATHS}
     return Report(
@@ -73,4 +121,48 @@ def build_report(
         generated_at=generated_at,
         agent_version=agent_version,
         context=dict(context or {}),
+        **_extras(checks, gpus, nvml_stats, xid_counts, run),
     )
+
+
+def pending_report(
+    path: str,
+    host: str,
+    agent_version: str,
+    checks: Iterable[Check] = (),
+    gpus: Optional[Mapping[str, Any]] = None,
+    nvml_stats: Optional[Mapping[str, int]] = None,
+    xid_counts: Optional[Mapping[Tuple[str, str], int]] = None,
+    run: Optional[RunFacts] = None,
+) -> Report:
+    """The Report before the first cycle: no results, and no gate open (nothing has been
+    checked yet, so no path may be called ready): ``gates`` is empty and ``gate`` closed
+    with nothing blocking. Only `run` makes one, for the metrics it serves at start."""
+    return Report(
+        path=path,
+        strict=False,
+        results=(),
+        gate=Gate(path, False, ()),
+        gates=_EMPTY,
+        host=host,
+        generated_at=0.0,
+        agent_version=agent_version,
+        **_extras(checks, gpus, nvml_stats, xid_counts, run),
+    )
+
+
+def _extras(
+    checks: Iterable[Check],
+    gpus: Optional[Mapping[str, Any]],
+    nvml_stats: Optional[Mapping[str, int]],
+    xid_counts: Optional[Mapping[Tuple[str, str], int]],
+    run: Optional[RunFacts],
+) -> Dict[str, Any]:
+    """The fields beyond the verdicts, frozen: read-only views over copies."""
+    return {
+        "checks": tuple(KnownCheck(c.id, c.severity, c.interval) for c in checks),
+        "gpus": MappingProxyType(dict(gpus)) if isinstance(gpus, Mapping) else gpus,
+        "nvml_stats": MappingProxyType(dict(nvml_stats or {})),
+        "xid_counts": MappingProxyType(dict(xid_counts or {})),
+        "run": run if run is not None else RunFacts(),
+    }

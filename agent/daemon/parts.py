@@ -2,26 +2,14 @@
 import contextlib
 import logging
 import os
-import re
 import select
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from agent.logs import log
+from agent.model import CheckResult
 from agent.report import Report
-
-_NVIDIA_CHAR = re.compile(r"^\s*(\d+)\s+(nvidia\S*)\s*$")
-
-
-def nvidia_majors(text: Optional[str]) -> Set[Tuple[int, str]]:
-    """NVIDIA character-device majors in /proc/devices (its "Character devices:" part)."""
-    found: Set[Tuple[int, str]] = set()
-    for line in (text or "").split("Block devices:")[0].splitlines():
-        m = _NVIDIA_CHAR.match(line)
-        if m:
-            found.add((int(m.group(1)), m.group(2)))
-    return found
 
 
 class Clock:
@@ -192,7 +180,11 @@ def xid_counts(report: Optional[Report]) -> Dict[Tuple[str, str], int]:
     """Per-(GPU, XID) counts since boot, from the gpu-xid check's ``xid_counts`` details
     ({"<gpu>:<code>": n}, checks/gpu_xid.py). <gpu> is the NVML index; a kernel-log line
     that could not be mapped to one keeps its PCI id (still one series per device)."""
-    result = report.result("gpu-xid") if report is not None else None
+    return xid_counts_of(report.result("gpu-xid") if report is not None else None)
+
+
+def xid_counts_of(result: Optional[CheckResult]) -> Dict[Tuple[str, str], int]:
+    """The counts in one gpu-xid result (None: none ran)."""
     raw = result.details.get("xid_counts") if result is not None else None
     out: Dict[Tuple[str, str], int] = {}
     if isinstance(raw, Mapping):

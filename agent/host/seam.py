@@ -215,6 +215,11 @@ class Host:
             self._gpu_taken = True
         return self._gpu_snapshot
 
+    def gpus_if_fetched(self, default: Any = None) -> Any:
+        """The snapshot gpus() already took, else ``default``; never asks the source, so it
+        cannot block (`run` reads what the GPU checks of its cycle saw: agent/daemon/cycle.py)."""
+        return self._gpu_snapshot if self._gpu_taken else default
+
     def fact(self, name: str) -> Any:
         """A live fact (host.json key); None = unknown."""
         return self._facts.fact(name)

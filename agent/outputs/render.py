@@ -1,6 +1,6 @@
 """Outputs that consume a Report: text for people, JSON (schema 1, docs/json-schema.md)."""
 import json
-from typing import Any, Dict, List
+from typing import Any, Dict, List, TextIO
 
 from agent.model import Status
 from agent.report import Report
@@ -85,3 +85,34 @@ def render_text(report: Report, colour: bool = False) -> str:
     strict = " [strict]" if report.strict else ""
     lines.append(f"gate {report.path}: {verdict}{tail}{strict}")
     return "\n".join(lines) + "\n"
+
+
+class TextOutput:
+    """`check`'s text for people, written to ``stream`` (stdout)."""
+
+    def __init__(self, stream: TextIO, colour: bool = False) -> None:
+        self.stream = stream
+        self.colour = colour
+
+    def publish(self, report: Report) -> str:
+        text = render_text(report, colour=self.colour)
+        self.stream.write(text)
+        return text
+
+    def close(self) -> None:
+        self.stream.flush()
+
+
+class JsonOutput:
+    """`check --json`: schema 1 (docs/json-schema.md), written to ``stream``."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def publish(self, report: Report) -> str:
+        text = render_json(report)
+        self.stream.write(text)
+        return text
+
+    def close(self) -> None:
+        self.stream.flush()

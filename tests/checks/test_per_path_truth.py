@@ -40,9 +40,9 @@ def _metric_gates(name: str) -> dict:
     policy = resolve_policy(config, None, config.allocation_path)
     with open_host(bundle=str(BUNDLES / name)) as host:
         results = Engine(ALL_CHECKS).run(host, policy)
-        report = build_report(results, config.allocation_path, False, "h", time.time(), "t")
-    body = metrics.render(metrics.MetricsInput(
-        checks=ALL_CHECKS, version="t", path=config.allocation_path, report=report)).decode()
+        report = build_report(results, config.allocation_path, False, "h", time.time(), "t",
+                              checks=ALL_CHECKS)
+    body = metrics.render(report).decode()
     return {p: float(v) == 1.0 for p, v in _GATE_METRIC.findall(body)}
 
 

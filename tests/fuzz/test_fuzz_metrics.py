@@ -8,11 +8,12 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.model import CheckResult, Severity, Status
-from agent.outputs.metrics import MetricsInput, render
+from agent.outputs.metrics import render
 from agent.report import build_report
 from checks.registry import ALL_CHECKS
 from tests.fuzz.conftest import deep, expect, quick
 from tests.fuzz.strategies import FLOATS, INTS, JSON, NASTY, SNAPSHOT
+from tests.unit.metrics_fixtures import run_report
 
 DETAILS = st.fixed_dictionaries({}, optional={
     "offset_s": st.one_of(FLOATS, INTS, JSON), "synced": JSON, "version": st.one_of(NASTY, JSON)})
@@ -37,7 +38,7 @@ def metrics(case: Any) -> None:
     report = build_report([_result(cid, status, details)
                            for cid, (status, details) in results.items()],
                           "dra", False, "fuzz", 1700000000.0, "0.0.0")
-    body = render(MetricsInput(
+    body = render(run_report(
         checks=ALL_CHECKS, version="0.0.0", path="dra", report=report, gpus=snapshot,
         nvml_stats=stats, xid_counts=xids, last_success=1700000000.0,
         cycle_duration=duration if duration is None or math.isfinite(duration) else None,

@@ -9,12 +9,13 @@ import pytest
 
 from agent.config import Config
 from agent.daemon.sdnotify import Notifier
-from agent.daemon.service import Daemon, Generation, Source
+from agent.daemon.service import Daemon, Generation
 from agent.logs import setup
 from agent.model import Check, Interval, Severity, passed
 from agent.outputs.node.publish import Publisher
 from tests.integration.agentproc import wait_for
 from tests.kube_setup import NODE, serve_node
+from tests.reliability.helpers import tree_source
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +38,7 @@ def _daemon(tmp_path, config):
                   interval=Interval.FAST, remediation="-", run=lambda h, p: passed("ok"))
     pub = Publisher(config)
     d = Daemon([check], lambda: Generation(config, None, None, "dra", []),
-               Source(host_root=str(tmp_path)), "9", setup(), notifier=Notifier({}),
+               tree_source(str(tmp_path)), "9", setup(), notifier=Notifier({}),
                outputs=[pub])
     t = threading.Thread(target=d.serve, kwargs={"install_signals": False}, daemon=True)
     t.start()

@@ -10,10 +10,11 @@ import pytest
 
 from agent.config import Config
 from agent.daemon.sdnotify import Notifier
-from agent.daemon.service import Daemon, Generation, Source
+from agent.daemon.service import Daemon, Generation
 from agent.logs import setup
 from agent.model import Check, Interval, Severity, passed
 from tests.integration.agentproc import wait_for
+from tests.reliability.helpers import tree_source
 from tests.unit.test_metrics import _parse, _value
 
 pytestmark = pytest.mark.integration
@@ -76,7 +77,7 @@ def test_ready_after_first_run_and_watchdog_stops_when_loop_is_stuck(tmp_path):
         return passed("ok")
 
     notifier = Notifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "400000"})
-    d = _Blockable([_check("slow", slow_first)], _loader(), Source(host_root=str(tmp_path)),
+    d = _Blockable([_check("slow", slow_first)], _loader(), tree_source(str(tmp_path)),
                    "9", setup(), notifier=notifier, stall_margin_s=0.5)
     d.block.clear()
     d.release.clear()
@@ -117,7 +118,7 @@ def test_a_hanging_check_reports_unknown_and_the_endpoint_answers(tmp_path):
         return passed("never")
 
     d = Daemon([_check("hangs", hangs, 0.3), _check("fine", lambda h, p: passed("ok"))],
-               _loader(0.2), Source(host_root=str(tmp_path)), "9", setup(), notifier=Notifier({}))
+               _loader(0.2), tree_source(str(tmp_path)), "9", setup(), notifier=Notifier({}))
     t = threading.Thread(target=d.serve, kwargs={"install_signals": False}, daemon=True)
     t.start()
     try:

@@ -7,8 +7,10 @@ import resource
 import socket
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
+from agent.cli_run import host_opener
 from agent.config import Config
 from agent.daemon.parts import Clock
 from agent.daemon.sdnotify import Notifier
@@ -107,6 +109,13 @@ def generation(fast: float = 0.2, slow: float = 5.0, extra: Optional[dict] = Non
     return Generation(Config.model_validate(data), None, None, "dra", [])
 
 
+def tree_source(root: str) -> Source:
+    """`run --host-root root` as the command line builds it (agent/cli_run.py): a Host on the
+    tree each cycle, /proc/devices read from the tree."""
+    args = SimpleNamespace(bundle=None, host_root=root)
+    return Source(host_opener(args, None, None), root)
+
+
 class Running:
     """A Daemon serving in a thread (no signal handlers: pytest owns the main thread)."""
 
@@ -130,7 +139,7 @@ def make_daemon(checks: Sequence[Check], root: str = HEALTHY_ROOT, fast: float =
                 clock: Optional[Clock] = None, xid_monitor: Any = None,
                 restart_backoff_s: float = 1.0, daemon_class: Any = Daemon) -> Daemon:
     gen = generation(fast)
-    return daemon_class(list(checks), lambda: gen, Source(host_root=root), "test", setup(),
+    return daemon_class(list(checks), lambda: gen, tree_source(root), "test", setup(),
                         notifier=Notifier({}), clock=clock, xid_monitor=xid_monitor,
                         restart_backoff_s=restart_backoff_s)
 

@@ -14,7 +14,7 @@ import socket
 import pytest
 
 from agent.daemon.sdnotify import Notifier
-from agent.daemon.service import Daemon, Source
+from agent.daemon.service import Daemon
 from agent.logs import setup
 from agent.model import Interval, passed
 from tests.integration.agentproc import wait_for
@@ -22,7 +22,7 @@ from tests.kube_certs import CA
 from tests.kube_double import kubeconfig_yaml
 from tests.kube_reports import report
 from tests.kube_setup import NODE, T0, Clock, make_publisher, serve_node
-from tests.reliability.helpers import HEALTHY_ROOT, Running, check, generation, scrape
+from tests.reliability.helpers import HEALTHY_ROOT, Running, check, generation, scrape, tree_source
 
 HEALTH = "workload.example.com/gpu-healthy"
 HEARTBEAT = 300.0  # the default heartbeat interval: the cap on any Retry-After
@@ -236,7 +236,7 @@ def test_scrapes_answered_while_the_publisher_is_stuck_on_a_hung_plugin(api, tmp
     pub = publisher(str(kc), Clock(), exec_timeout=5)
     gen = generation(0.2)
     daemon = Daemon([check("ok", lambda host, policy: passed("ok"), interval=Interval.FAST)],
-                    lambda: gen, Source(host_root=HEALTHY_ROOT), "test", setup(),
+                    lambda: gen, tree_source(HEALTHY_ROOT), "test", setup(),
                     notifier=Notifier({}), outputs=[pub])
     with Running(daemon):
         wait_for(lambda: getattr(daemon, "server", None) is not None

@@ -7,8 +7,8 @@ import time
 
 import bcrypt
 
+from agent.outputs import http_conns, webconfig
 from agent.outputs import metrics_server as httpserver
-from agent.outputs import webconfig
 from agent.outputs.metrics_server import MetricsServer
 from agent.outputs.webconfig import load_web_config
 from tests.integration.agentproc import BUNDLES, start_agent, wait_for
@@ -71,7 +71,7 @@ def test_one_address_is_capped_and_others_still_get_in():
             with contextlib.suppress(OSError):
                 socks.append(connect_from("127.0.0.3", srv.port))
         wait_for(lambda: srv.stats["refused_per_address"] >= 28, 10, "refusals")
-        assert sum(still_open(s) for s in socks) == 32 == httpserver.MAX_PER_ADDRESS
+        assert sum(still_open(s) for s in socks) == 32 == http_conns.MAX_PER_ADDRESS
         assert scrape(srv.port) == (200, b"a_metric 1\n")
     finally:
         for s in socks:

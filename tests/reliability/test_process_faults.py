@@ -9,7 +9,8 @@ import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.daemon.service import EXIT_WORKER_DIED, Daemon
+from agent.daemon.process import EXIT_WORKER_DIED
+from agent.daemon.service import Daemon
 from agent.model import passed
 from tests.conftest import run_cli
 from tests.integration.agentproc import BUNDLES, http_get, start_agent, wait_for

@@ -13,7 +13,7 @@ import pytest
 from agent.cli import resolve_policy
 from agent.config import Config
 from agent.daemon.sdnotify import Notifier
-from agent.daemon.service import Daemon, Generation, Source
+from agent.daemon.service import Daemon, Generation
 from agent.logs import setup
 from agent.model import Interval
 from agent.xid import clear as clear_mod
@@ -22,7 +22,7 @@ from agent.xid.state import StateStore, add_fault, read_state_file
 from checks.gpu_xid import GPU_XID
 from tests.conftest import run_cli
 from tests.integration.agentproc import wait_for
-from tests.reliability.helpers import HEALTHY_ROOT, Running
+from tests.reliability.helpers import HEALTHY_ROOT, Running, tree_source
 
 # the fixture tree's /proc/sys/kernel/random/boot_id: the monitor runs "in that boot"
 TREE_BOOT = (Path(HEALTHY_ROOT) / "proc/sys/kernel/random/boot_id").read_text().strip()
@@ -59,7 +59,7 @@ def _daemon(state_dir, boot=TREE_BOOT, source=None, root=HEALTHY_ROOT):
     monitor = XidMonitor(StateStore(str(state_dir), boot), gen.policy.policy.xid,
                          source=source or _Quiet())
     monitor.start()
-    d = Daemon([GPU_XID], lambda: gen, Source(host_root=root), "test", setup(),
+    d = Daemon([GPU_XID], lambda: gen, tree_source(root), "test", setup(),
                notifier=Notifier({}), xid_monitor=monitor)
     return d, monitor
 

@@ -2,11 +2,11 @@
 two-GPU snapshot in docs/gpu-snapshot.md's schema (the shape agent/nvml/worker.py returns).
 Values are chosen here; the tests compare the exposition against these inputs."""
 import copy
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from agent.engine import Engine
 from agent.model import Check, Interval, Severity, failed, passed, unknown, warned
-from agent.report import build_report
+from agent.report import Report, RunFacts, build_report, pending_report
 
 
 def _check(cid: str, outcome: Any, interval: Interval = Interval.FAST,
@@ -57,3 +57,23 @@ def snapshot() -> Dict[str, Any]:
 def report(checks: List[Check] = CHECKS) -> Any:
     results = Engine(checks).run(None, None)
     return build_report(results, "dra", False, "test host", 1700000000.0, "1.2.3")
+
+
+def run_report(checks: Sequence[Check], version: str, path: str, report: Optional[Report] = None,
+               last_run: Optional[Mapping[str, float]] = None,
+               gpus: Optional[Mapping[str, Any]] = None,
+               nvml_stats: Optional[Mapping[str, int]] = None,
+               xid_counts: Optional[Mapping[Tuple[str, str], int]] = None,
+               last_success: Optional[float] = None, cycle_duration: Optional[float] = None,
+               config_reload_ok: bool = True, start_time: float = 0.0) -> Report:
+    """The Report `run` would hand its outputs: ``report``'s verdicts (None: before the first
+    cycle) with what the daemon adds (agent/daemon/service.py _compose)."""
+    extras: Dict[str, Any] = dict(
+        checks=checks, gpus=gpus, nvml_stats=nvml_stats, xid_counts=xid_counts,
+        run=RunFacts(last_run=last_run or {}, last_success=last_success,
+                     cycle_duration=cycle_duration, config_reload_ok=config_reload_ok,
+                     start_time=start_time))
+    if report is None:
+        return pending_report(path, "test host", version, **extras)
+    return build_report(report.results, path, report.strict, report.host, report.generated_at,
+                        version, **extras)

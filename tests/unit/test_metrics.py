@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.daemon.service import nvidia_majors, verdict_line, xid_counts
-from agent.outputs import metrics
-from tests.unit.metrics_fixtures import CHECKS, report, snapshot
+from agent.daemon.driver import nvidia_majors
+from agent.daemon.parts import verdict_line, xid_counts
+from agent.outputs import metrics, textfile
+from tests.unit.metrics_fixtures import CHECKS, report, run_report, snapshot
 
 
 def _parse(body: bytes):
@@ -27,7 +28,7 @@ def _value(parsed, name, **labels):
 
 
 def test_every_check_has_one_hot_status_before_the_first_run():
-    parsed = _parse(metrics.render(metrics.MetricsInput(CHECKS, "1.2.3", "dra")))
+    parsed = _parse(metrics.render(run_report(CHECKS, "1.2.3", "dra")))
     for check in CHECKS:
         rows = {lab["status"]: v for lab, v in parsed["gpu_node_agent_check_status"]
                 if lab["check"] == check.id}
@@ -43,7 +44,7 @@ def test_every_check_has_one_hot_status_before_the_first_run():
 
 def test_status_follows_the_report_one_hot():
     rep = report()
-    parsed = _parse(metrics.render(metrics.MetricsInput(
+    parsed = _parse(metrics.render(run_report(
         CHECKS, "1.2.3", "dra", report=rep, last_run={"time-sync": 1700000001.5})))
     for r in rep.results:
         rows = {lab["status"]: v for lab, v in parsed["gpu_node_agent_check_status"]
@@ -63,14 +64,14 @@ def test_status_follows_the_report_one_hot():
 
 
 def test_time_sync_unknown_is_nan_not_zero():
-    parsed = _parse(metrics.render(metrics.MetricsInput(CHECKS[:1], "1", "dra")))
+    parsed = _parse(metrics.render(run_report(CHECKS[:1], "1", "dra")))
     assert math.isnan(_value(parsed, "gpu_node_agent_time_synced"))
     assert math.isnan(_value(parsed, "gpu_node_agent_time_offset_seconds"))
 
 
 def test_gpu_series_carry_the_snapshot_values():
     snap = snapshot()
-    parsed = _parse(metrics.render(metrics.MetricsInput(CHECKS, "1", "dra", gpus=snap)))
+    parsed = _parse(metrics.render(run_report(CHECKS, "1", "dra", gpus=snap)))
     g0 = snap["gpus"][0]
     assert _value(parsed, "gpu_node_agent_gpus") == 2
     assert _value(parsed, "gpu_node_agent_gpu_temperature_celsius", gpu=0) == g0["temperature"]["gpu_c"]
@@ -100,7 +101,7 @@ def test_gpu_series_carry_the_snapshot_values():
 
 
 def test_identity_only_on_the_info_series():
-    parsed = _parse(metrics.render(metrics.MetricsInput(
+    parsed = _parse(metrics.render(run_report(
         CHECKS, "1", "dra", report=report(), gpus=snapshot(), xid_counts={("0", "79"): 1})))
     for name, rows in parsed.items():
         if name == "gpu_node_agent_gpu_info":
@@ -111,7 +112,7 @@ def test_identity_only_on_the_info_series():
 
 def test_nvml_error_snapshot():
     snap = {"schema_version": 1, "error": {"kind": "timeout", "message": "x"}, "gpus": []}
-    parsed = _parse(metrics.render(metrics.MetricsInput(
+    parsed = _parse(metrics.render(run_report(
         CHECKS, "1", "dra", gpus=snap, nvml_stats={"timeouts": 3, "respawns": 2,
                                                    "stuck_workers": 1})))
     assert _value(parsed, "gpu_node_agent_nvml_up") == 0
@@ -124,17 +125,17 @@ def test_nvml_error_snapshot():
 def test_xid_counts_from_the_gpu_xid_details():
     counts = xid_counts(report())
     assert counts == {("0", "79"): 2, ("1", "13"): 1, ("0000:cb:00.0", "48"): 1}
-    parsed = _parse(metrics.render(metrics.MetricsInput(CHECKS, "1", "dra", xid_counts=counts)))
+    parsed = _parse(metrics.render(run_report(CHECKS, "1", "dra", xid_counts=counts)))
     assert _value(parsed, "gpu_node_agent_gpu_xid_errors_total", gpu=0, xid=79) == 2
     assert xid_counts(None) == {}
 
 
 def test_no_timestamps_and_textfile_is_atomic(tmp_path):
-    body = metrics.render(metrics.MetricsInput(CHECKS, "1", "dra", report=report(),
+    body = metrics.render(run_report(CHECKS, "1", "dra", report=report(),
                                                gpus=snapshot()))
     samples = [s for f in text_string_to_metric_families(body.decode()) for s in f.samples]
     assert samples and all(s.timestamp is None for s in samples)  # textfile rejects timestamps
-    target = metrics.write_textfile(str(tmp_path), body)
+    target = textfile.write_textfile(str(tmp_path), body)
     assert target.endswith(".prom") and Path(target).read_bytes() == body
     assert os.listdir(tmp_path) == ["gpu_node_agent.prom"]
     assert oct(os.stat(target).st_mode & 0o777) == "0o644"
@@ -143,7 +144,7 @@ def test_no_timestamps_and_textfile_is_atomic(tmp_path):
 def test_textfile_failure_leaves_no_temp(tmp_path):
     os.mkdir(tmp_path / "gpu_node_agent.prom")  # rename onto a directory fails
     with pytest.raises(OSError):
-        metrics.write_textfile(str(tmp_path), b"x 1\n")
+        textfile.write_textfile(str(tmp_path), b"x 1\n")
     assert os.listdir(tmp_path) == ["gpu_node_agent.prom"]
 
 

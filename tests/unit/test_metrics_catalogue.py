@@ -6,7 +6,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.outputs import metrics
-from tests.unit.metrics_fixtures import CHECKS, report, snapshot
+from tests.unit.metrics_fixtures import CHECKS, report, run_report, snapshot
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 ROW = re.compile(r"^\| `(gpu_node_agent_[a-z0-9_]+)` \| (gauge|counter) \|([^|]*)\|")
@@ -25,7 +25,7 @@ def catalogue():
 
 def emitted():
     """Everything the renderer can emit: a full report, a snapshot, NVML stats, XIDs."""
-    body = metrics.render(metrics.MetricsInput(
+    body = metrics.render(run_report(
         CHECKS, "1.2.3", "dra", report=report(), gpus=snapshot(),
         nvml_stats={"timeouts": 1}, xid_counts={("0", "79"): 1}, last_success=1.0))
     out = {}
@@ -60,7 +60,7 @@ def test_types_and_labels_match():
 
 
 def test_counters_end_in_total_and_info_is_one():
-    body = metrics.render(metrics.MetricsInput(CHECKS, "1", "dra", report=report(),
+    body = metrics.render(run_report(CHECKS, "1", "dra", report=report(),
                                                gpus=snapshot(), xid_counts={("0", "79"): 1}))
     for fam in text_string_to_metric_families(body.decode()):
         for s in fam.samples:

@@ -1,0 +1,59 @@
+"""What the command line hands `run` (agent/cli_run.py builds these): one validated
+configuration at a time, and where each cycle's host comes from."""
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager, List, Optional
+
+from agent.outputs.webconfig import WebConfig
+
+
+@dataclass
+class Generation:
+    """One validated configuration: what the loader returns, what SIGHUP replaces."""
+
+    config: Any  # agent.config.Config
+    origin: Optional[str]
+    policy: Any  # checks.policy.ResolvedPolicy
+    path: str
+    skip: List[str]
+    strict: bool = False
+    web: Optional[WebConfig] = None
+
+
+# open_host(generation) -> a context manager yielding the Host for one cycle
+HostOpener = Callable[[Generation], ContextManager[Any]]
+
+
+@dataclass
+class Source:
+    """Where the host comes from; fixed for the life of the process. The command line builds
+    it (agent/cli_run.py host_source), so the daemon never builds or names a Host itself
+    (docs/architecture.md: the daemon does not import the host wing)."""
+
+    open_host: HostOpener
+    # The root whose /proc/devices is watched for an NVIDIA driver loaded after start; None
+    # for a bundle (a recording has no driver to load).
+    devices_root: Optional[str] = "/"
+    # The long-lived GPU source (NvmlClient) when there is one: its counters go into each
+    # Report (``stats``) and the daemon closes it when it stops.
+    gpus: Any = None
+
+
+class StickyFromMemory:
+    """The live host, with the sticky-fault fact taken from the XID monitor's memory: a fatal
+    fault closes the gate at the next cycle even when the state file could not be written
+    (read-only or full state directory); the file is only its copy across restarts."""
+
+    def __init__(self, host: Any, monitor: Any) -> None:
+        self._gna_host = host
+        self._gna_monitor = monitor
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._gna_host, name)
+
+    def fact(self, name: str) -> Any:
+        if name == "sticky":
+            view = getattr(self._gna_monitor, "view", None)
+            state = view() if view is not None else None
+            if state is not None:
+                return state
+        return self._gna_host.fact(name)
