@@ -1,4 +1,4 @@
-"""The command line: the composition root. Only this module imports the check registry.
+"""The command line: the composition root. Only it (agent/cli*.py) imports the check registry.
 
 Exit codes (README "Exit codes"): 0 gate open and everything asked for done, 1 gate closed,
 2 usage or config error (every bad value a user can type: one line, no traceback), 3 internal
@@ -10,91 +10,27 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Any, List, NoReturn, Optional, Sequence
+from typing import Any, Optional, Sequence
 
+from agent.cli_commands import cmd_clear, cmd_collect, cmd_config, cmd_explain, cmd_version
+from agent.cli_common import UsageError, emit, ids, load_config, registry, validate_ids
+from agent.cli_common import resolve_policy as resolve_policy  # public: tests and tools use it
+from agent.cli_parser import build_parser as _build_parser
 from agent.errors import ConfigError
-from agent.model import PATHS
 
 EXIT_OPEN, EXIT_CLOSED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_NOT_WRITTEN = 4  # gate open, `check --apply` could not (fully) write the verdict
 
 
-class UsageError(Exception):
-    """Bad input from the user: one line, exit 2."""
+def _registry() -> Any:  # looked up here at each call, so a test can replace the registry
+    return registry()
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, not usage + error
-        raise UsageError(message)
-
-
-def _emit(text: str) -> None:
-    """Write to stdout; a reader that went away (`explain | head`) is not an error. The
-    descriptor is then pointed at /dev/null so the interpreter's final flush cannot raise
-    again (Python docs, "Note on SIGPIPE" in the signal module)."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing to do
-            pass
-
-
-def _host_root(value: str) -> str:
-    """--host-root must name a directory: evaluating a tree that is not there would judge an
-    empty host and exit 1 with a full report."""
-    if not os.path.isdir(value):
-        why = "no such directory" if not os.path.exists(value) else "not a directory"
-        raise argparse.ArgumentTypeError(f"{value}: {why}")
-    return value
-
-
-def _listen_address(value: str) -> str:
-    from agent.config import listen_address_problem
-
-    problem = listen_address_problem(value)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return value
-
-
-def _ids(text: Optional[str]) -> List[str]:
-    return [p.strip() for p in (text or "").split(",") if p.strip()]
-
-
-def _registry() -> Any:
-    from checks.registry import ALL_CHECKS
-
-    return ALL_CHECKS
-
-
-def _load_config(path: Optional[str]) -> Any:
-    from agent.config import load_config
-
-    config, _origin = load_config(path)
-    return config, _origin
-
-
-def resolve_policy(config: Any, origin: Optional[str], path: str) -> Any:
-    from agent.config import policy_error
-    from checks.policy import ResolvedPolicy, load_policy
-
-    try:
-        policy = load_policy(config.policy_version, config.policy)
-    except Exception as exc:  # pydantic.ValidationError or ValueError: a config error
-        raise policy_error(exc, origin or "built-in config") from None
-    return ResolvedPolicy(policy, path, settings=config.model_dump())
-
-
-def _validate_ids(ids: Sequence[str], known: Sequence[str], flag: str) -> None:
-    unknown = [i for i in ids if i not in known]
-    if unknown:
-        raise UsageError(
-            f"{flag}: unknown check id {', '.join(unknown)} (see `gpu-node-agent explain`)"
-        )
+def build_parser() -> argparse.ArgumentParser:
+    """The parser, each command bound to the function of that name in this module now."""
+    commands = {"check": cmd_check, "collect": cmd_collect, "explain": cmd_explain,
+                "run": cmd_run, "clear": cmd_clear, "version": cmd_version, "config": cmd_config}
+    return _build_parser(commands, (__doc__ or "").splitlines()[0])
 
 
 def _evaluation(args: argparse.Namespace, checks: Sequence[Any]) -> Any:
@@ -107,10 +43,10 @@ def _evaluation(args: argparse.Namespace, checks: Sequence[Any]) -> Any:
 
         config, origin = Config(), None
     else:
-        config, origin = _load_config(args.config)
+        config, origin = load_config(args.config)
     path = args.path or config.allocation_path
-    skip = _ids(args.skip) + list(config.skip)
-    _validate_ids(skip, [c.id for c in checks], "--skip" if args.skip else f"{origin}: skip")
+    skip = ids(args.skip) + list(config.skip)
+    validate_ids(skip, [c.id for c in checks], "--skip" if args.skip else f"{origin}: skip")
     return config, origin, path, skip, resolve_policy(config, origin, path)
 
 
@@ -124,8 +60,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     checks = _registry()
     config, origin, path, skip, policy = _evaluation(args, checks)
-    only = _ids(args.only) or None
-    _validate_ids(only or [], [c.id for c in checks], "--only")
+    only = ids(args.only) or None
+    validate_ids(only or [], [c.id for c in checks], "--only")
     api = ApiWiring()  # the one session of this process (agent/cli_kube.py)
     with open_host(args.host_root, args.bundle, config) as opened:
         host = api.wrap(opened, config) if opened.is_live else opened
@@ -147,9 +83,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         from agent.outputs.render import report_dict
 
-        _emit(json.dumps({**report_dict(report), "publish": publish}, indent=2, default=str) + "\n")
+        emit(json.dumps({**report_dict(report), "publish": publish}, indent=2, default=str) + "\n")
     elif args.format == "json":
-        _emit(render_json(report))
+        emit(render_json(report))
     else:
         colour = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None
         text = render_text(report, colour=colour)
@@ -157,7 +93,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             head, _, gate_line = text.rstrip("\n").rpartition("\n")
             verdict = "".join(f"  {line}\n" for line in ["node verdict:", *kube_lines[0]])
             text = f"{head}\n{verdict}{gate_line}\n"
-        _emit(text)
+        emit(text)
     if not report.gate.open:
         return EXIT_CLOSED  # 1 wins over 4
     if publish is not None and config.kube.enabled and not publish["complete"]:
@@ -186,51 +122,6 @@ def _kube_verdict(
     return result.lines(), result.as_dict(), result.publish_dict()
 
 
-def cmd_collect(args: argparse.Namespace) -> int:
-    from agent.cli_kube import ApiWiring
-    from agent.host.build import open_host
-    from agent.host.collect import collect
-
-    config, _ = _load_config(args.config)
-    out = args.output or time.strftime("gpu-node-agent-bundle-%Y%m%dT%H%M%SZ.tar.gz", time.gmtime())
-    # collect refuses a non-empty directory or an existing file before capturing anything
-    # (OutputError, a ConfigError: exit 2 with one line).
-    api = ApiWiring()  # the Node and RuntimeClasses, as `check` reads them
-    with open_host(args.host_root, None, config) as opened:
-        try:
-            host = api.wrap(opened, config) if opened.is_live else opened
-            target = collect(host, _registry(), out)
-        finally:
-            api.close()
-    _emit(f"bundle written to {target}\n")
-    return 0
-
-
-def cmd_explain(args: argparse.Namespace) -> int:
-    from agent.explain import explain_lines, list_lines, policy_citations
-    from checks.policy import load_policy
-
-    checks = {c.id: c for c in _registry()}
-    if args.id is None:
-        _emit("".join(f"{line}\n" for line in list_lines(list(checks.values()))))
-        return 0
-    check = checks.get(args.id)
-    if check is None:
-        raise UsageError(f"unknown check id {args.id} (known: {', '.join(checks)})")
-    config, origin = _load_config(args.config)
-    policy = resolve_policy(config, origin, config.allocation_path).policy
-    lines = explain_lines(
-        check,
-        policy,
-        load_policy(config.policy_version),
-        config.model_dump(),
-        origin,
-        policy_citations(config.policy_version),
-    )
-    _emit("".join(f"{line}\n" for line in lines))
-    return 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     """The agent (docs/metrics.md, docs/systemd.md). The loader validates a config exactly as
     a start does, so SIGHUP with a bad file keeps the running one."""
@@ -252,140 +143,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return cli_run.main(args, checks, load)
 
 
-def cmd_clear(args: argparse.Namespace) -> int:
-    """Clear a sticky GPU fault (docs/xid.md); takes the state file's lock."""
-    from agent.logs import setup
-    from agent.xid.clear import ClearUsageError, clear
-
-    config, _ = _load_config(args.config)
-    setup(getattr(args, "debug", False))
-    try:
-        removed = clear(args.target, config.state_dir)
-    except ClearUsageError as exc:
-        raise UsageError(str(exc)) from None
-    except OSError as exc:  # not root, read-only /var/lib: say where, not a traceback
-        raise UsageError(f"clear: cannot update the state in {config.state_dir}: {exc}") from None
-    print(f"cleared {len(removed)} sticky fault(s) for {args.target} in {config.state_dir}")
-    return 0
-
-
-def cmd_version(args: argparse.Namespace) -> int:
-    from agent.version import version
-
-    _emit(f"gpu-node-agent {version()}\n")
-    return 0
-
-
-def cmd_config(args: argparse.Namespace) -> int:
-    import yaml
-
-    from agent.config import load_config
-
-    if args.action == "validate":
-        from agent.config import run_file_problems
-
-        config, origin = load_config(args.file)
-        resolve_policy(config, origin, config.allocation_path)
-        _validate_ids(config.skip, [c.id for c in _registry()], f"{origin}: skip")
-        problems = run_file_problems(config, origin)
-        if problems:  # everything `run` would refuse at start, not only the first
-            raise ConfigError("; ".join(problems))
-        _emit(f"{origin}: valid\n")
-        return 0
-    config, origin = load_config(args.config)
-    resolve_policy(config, origin, config.allocation_path)
-    _emit(
-        f"# effective config ({origin or 'built-in defaults'})\n"
-        + yaml.safe_dump(config.model_dump(), sort_keys=False)
-    )
-    return 0
-
-
-def _evaluation_options(cmd: argparse.ArgumentParser) -> None:
-    """What `check` and `run` share: where the host is, which config, path, skips, strict."""
-    cmd.add_argument("--config", help="config file (default /etc/gpu-node-agent/config.yaml)")
-    where = cmd.add_mutually_exclusive_group()
-    where.add_argument(
-        "--host-root", metavar="DIR", type=_host_root, help="a bare tree (files only)"
-    )
-    where.add_argument("--bundle", metavar="B", help="a bundle (directory or .tar.gz)")
-    cmd.add_argument("--path", choices=PATHS, help="allocation path (default from config: dra)")
-    cmd.add_argument("--skip", metavar="IDS", help="comma-separated check ids to skip")
-    cmd.add_argument("--strict", action="store_true", help="warnings close the gate too")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="gpu-node-agent", description=__doc__.splitlines()[0])
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on internal errors")
-    # --debug is also accepted after the subcommand (`check --debug`); SUPPRESS keeps a
-    # subcommand without it from resetting the top-level value.
-    common = _Parser(add_help=False)
-    common.add_argument(
-        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
-    )
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-
-    check = sub.add_parser(
-        "check", parents=[common], help="validate this host (or a bundle) for GPU work"
-    )
-    _evaluation_options(check)
-    check.add_argument("--only", metavar="IDS", help="comma-separated check ids to run")
-    check.add_argument("--format", choices=("text", "json"), default="text")
-    check.add_argument(
-        "--apply", action="store_true", help="write the labels and condition to this Node"
-    )
-    check.set_defaults(func=cmd_check)
-
-    col = sub.add_parser(
-        "collect", parents=[common], help="capture what the checks read into a bundle"
-    )
-    col.add_argument("-o", "--output", metavar="DIR|FILE.tar.gz")
-    col.add_argument("--config")
-    col.add_argument("--host-root", metavar="DIR", type=_host_root, help=argparse.SUPPRESS)
-    col.set_defaults(func=cmd_collect)
-
-    exp = sub.add_parser(
-        "explain", parents=[common], help="what a check verifies and how to fix it"
-    )
-    exp.add_argument("id", nargs="?")
-    exp.add_argument("--config", help="show the values this config puts in force")
-    exp.set_defaults(func=cmd_explain)
-
-    run = sub.add_parser(
-        "run", parents=[common], help="the agent: re-run checks, serve metrics, notify systemd"
-    )
-    _evaluation_options(run)
-    run.add_argument(
-        "--listen-address", metavar="HOST:PORT", type=_listen_address,
-        help="overrides run.listen_address",
-    )
-    run.add_argument("--dry-run", action="store_true", help="compute Node changes, write none")
-    # Tests: the NVML worker (simulated library) beside --host-root; a live host always has it.
-    run.add_argument("--nvml", action="store_true", help=argparse.SUPPRESS)
-    run.set_defaults(func=cmd_run)
-
-    clr = sub.add_parser(
-        "clear", parents=[common], help="clear a sticky GPU fault (after a reset the agent missed)"
-    )
-    clr.add_argument("target", metavar="index|uuid|pci|all")
-    clr.add_argument("--config")
-    clr.set_defaults(func=cmd_clear)
-
-    ver = sub.add_parser("version", parents=[common], help="print the version")
-    ver.set_defaults(func=cmd_version)
-
-    cfg = sub.add_parser("config", parents=[common], help="validate or show the configuration")
-    cfg_sub = cfg.add_subparsers(dest="action", parser_class=_Parser, required=True)
-    val = cfg_sub.add_parser("validate", parents=[common], help="validate a config file")
-    val.add_argument("file")
-    show = cfg_sub.add_parser(
-        "show", parents=[common], help="print the effective config with defaults"
-    )
-    show.add_argument("--config")
-    cfg.set_defaults(func=cmd_config)
-    return parser
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from agent.errors import BundleError
 
@@ -401,7 +158,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"gpu-node-agent: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
-        _emit("")
+        emit("")
         return EXIT_OPEN
     except KeyboardInterrupt:
         return 130

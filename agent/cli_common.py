@@ -1,0 +1,60 @@
+"""What the commands of the command line share: the one-line usage error, stdout that
+tolerates a closed pipe, the check registry, the config and the resolved policy."""
+import os
+import sys
+from typing import Any, List, Optional, Sequence
+
+
+class UsageError(Exception):
+    """Bad input from the user: one line, exit 2."""
+
+
+def emit(text: str) -> None:
+    """Write to stdout; a reader that went away (`explain | head`) is not an error. The
+    descriptor is then pointed at /dev/null so the interpreter's final flush cannot raise
+    again (Python docs, "Note on SIGPIPE" in the signal module)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing to do
+            pass
+
+
+def ids(text: Optional[str]) -> List[str]:
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+def registry() -> Any:
+    from checks.registry import ALL_CHECKS
+
+    return ALL_CHECKS
+
+
+def load_config(path: Optional[str]) -> Any:
+    from agent.config import load_config
+
+    config, _origin = load_config(path)
+    return config, _origin
+
+
+def resolve_policy(config: Any, origin: Optional[str], path: str) -> Any:
+    from agent.config import policy_error
+    from checks.policy import ResolvedPolicy, load_policy
+
+    try:
+        policy = load_policy(config.policy_version, config.policy)
+    except Exception as exc:  # pydantic.ValidationError or ValueError: a config error
+        raise policy_error(exc, origin or "built-in config") from None
+    return ResolvedPolicy(policy, path, settings=config.model_dump())
+
+
+def validate_ids(ids: Sequence[str], known: Sequence[str], flag: str) -> None:
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise UsageError(
+            f"{flag}: unknown check id {', '.join(unknown)} (see `gpu-node-agent explain`)"
+        )
