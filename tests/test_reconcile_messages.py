@@ -1,8 +1,8 @@
-"""The GPUReady condition's reason and message for a closed gate (agent/outputs/node/reconcile.py
+"""The GPUReady condition's reason and message for a closed gate (agent/outputs/node/condition.py
 closed_reason/closed_message), with exact expected strings: written against the mutants the
 mutation tier found surviving there (docs/testing.md)."""
 from agent.model import Status
-from agent.outputs.node.reconcile import (
+from agent.outputs.node.condition import (
     REASON_FAILED,
     REASON_UNKNOWN,
     closed_message,
@@ -63,7 +63,7 @@ def test_message_cut_when_the_head_leaves_no_room():
 
 # -- gpus_in_use and the allocation-label notes -------------------------------------------------
 def test_gpus_in_use_counts_claims_and_pods():
-    from agent.outputs.node.reconcile import gpus_in_use
+    from agent.outputs.node.condition import gpus_in_use
 
     assert gpus_in_use(report(in_use={"dra_claims": 2, "device_plugin_pods": 1})) == 3
     assert gpus_in_use(report(in_use={"dra_claims": 0, "device_plugin_pods": 2})) == 2

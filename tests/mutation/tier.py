@@ -5,7 +5,7 @@ Two parts, both on a throwaway copy of the working tree (the checkout is never m
 1. Named mutations: the bugs a mutation pass once slipped past the suite, each applied as a
    text edit and run against the test that must catch it. Every one must fail its test.
 2. mutmut 3 over the target modules (checks/, gate evaluation in agent/report.py, the Node
-   reconcile in agent/outputs/node/reconcile.py, redaction in agent/host/redact*.py): on a change, only the
+   reconcile in agent/outputs/node/reconcile.py and condition.py, redaction in agent/host/redact*.py): on a change, only the
    targets the change touches (``--base REV``: ``git diff --name-only REV`` intersected with
    the targets); ``--all`` for the nightly-sized run; or modules named on the command line.
    Prints killed/survived per module and the kill rate over non-equivalent mutants
@@ -35,7 +35,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-TARGET_GLOBS = ("checks/*.py", "agent/report.py", "agent/outputs/node/reconcile.py", "agent/host/redact*.py")
+TARGET_GLOBS = ("checks/*.py", "agent/report.py", "agent/outputs/node/reconcile.py",
+                "agent/outputs/node/condition.py", "agent/host/redact*.py")
 NOT_TARGETS = ("checks/__init__.py",)
 PYTEST_ARGS = ["-p", "no:cacheprovider", "-q", "-m", "not integration", "-x"]
 # Not run under mutmut: the bundle-isolation test's audit hook sees mutmut's own trampoline

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.outputs.node.reconcile import MESSAGE_LIMIT, closed_message, plan
+from agent.outputs.node.condition import MESSAGE_LIMIT, closed_message
+from agent.outputs.node.reconcile import plan
 from tests.conftest import BUNDLES, run_cli
 from tests.kube_reports import config, report
 

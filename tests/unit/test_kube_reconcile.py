@@ -145,7 +145,7 @@ def test_allocation_value_and_path():
 
 
 def test_gpu_use_unknown_from_allocation_owner_keeps_the_label():
-    from agent.outputs.node.reconcile import gpus_in_use
+    from agent.outputs.node.condition import gpus_in_use
 
     cfg = config(consecutive_opens=1, remove_allocation_label_on_failure=True)
     n, _ = converge(cfg, report(), node(), 1, T0)

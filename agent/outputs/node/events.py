@@ -13,6 +13,7 @@ from agent.kube.errors import ApiError, Unreachable, sanitize
 from agent.kube.kubeconfig import KubeconfigError
 from agent.kube.session import KubeSession
 from agent.outputs.node import reconcile
+from agent.outputs.node.condition import MESSAGE_LIMIT
 from agent.outputs.node.result import (
     WRITE_EVENT,
     WRITE_NODE,
@@ -85,7 +86,7 @@ class NodeEvents:
             "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node_name,
                                "uid": str(meta.get("uid") or node_name)},
             "reason": reason,
-            "message": message[: reconcile.MESSAGE_LIMIT],
+            "message": message[:MESSAGE_LIMIT],
             "type": etype,
             "source": {"component": COMPONENT, "host": node_name},
             "reportingComponent": COMPONENT,

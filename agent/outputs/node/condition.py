@@ -1,0 +1,101 @@
+"""The condition the Report asks for (default GPUReady) and the facts of the Report the plan
+weighs: GPUs in use, fatal faults. Pure. Reason: a CamelCase word as Kubernetes condition
+reasons are (API conventions, "Typical status properties": `GateOpen`, `CheckFailed` when a
+fail closes the gate, `CheckUnknown` when only unknowns do); message at most 200 characters
+(the first blocking check, its summary cut to fit, how many others: the full list stays in
+the JSON and the metrics). The rules: docs/kubernetes.md "What is written, and when"; the
+patches: agent/outputs/node/reconcile.py.
+"""
+
+import re
+from typing import Any, Dict, List, Mapping, Optional
+
+from agent.model import Status
+
+# `kubectl describe node` shows the message whole, one line per condition: keep it readable.
+MESSAGE_LIMIT = 200
+REASON_OPEN = "GateOpen"
+REASON_FAILED = "CheckFailed"
+REASON_UNKNOWN = "CheckUnknown"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def _one_line(text: str) -> str:
+    return _CONTROL.sub(" ", text).strip()
+
+
+def gpus_in_use(report: Any) -> Optional[int]:
+    """How many holders (prepared DRA claims under the current boot id + pods holding
+    nvidia.com devices) use GPUs through the allocation label; None = unknown.
+
+    From allocation-owner's details["in_use"] (checks/allocation_owner.py): `gpus_in_use`
+    True/False/None (None: a checkpoint unreadable or from an unverifiable boot), with
+    `dra.claims_prepared` and `device_plugin.pods` listing the holders."""
+    result = report.result("allocation-owner") if report is not None else None
+    if result is None:
+        return None
+    in_use = (result.details or {}).get("in_use")
+    if not isinstance(in_use, Mapping):
+        return None
+    verdict = in_use.get("gpus_in_use")
+    if verdict is None:
+        return None
+    if verdict is False:
+        return 0
+    dra: Mapping[str, Any] = in_use.get("dra") or {}
+    dp: Mapping[str, Any] = in_use.get("device_plugin") or {}
+    if not isinstance(dra, Mapping) or not isinstance(dp, Mapping):
+        return 1
+    holders = len(dra.get("claims_prepared") or []) + len(dp.get("pods") or [])
+    return max(1, holders)  # True with no list still means "in use"
+
+
+def fatal_faults(report: Any, fatal_checks: List[str]) -> List[str]:
+    return [
+        c for c in fatal_checks if (r := report.result(c)) is not None and r.status == Status.FAIL
+    ]
+
+
+def desired_condition(report: Any, ctype: str) -> Dict[str, str]:
+    gate = report.gate
+    if gate.open:
+        return {
+            "type": ctype,
+            "status": "True",
+            "reason": REASON_OPEN,
+            "message": f"gate {report.path} open: no critical check fails",
+        }
+    return {
+        "type": ctype,
+        "status": "False",
+        "reason": closed_reason(report),
+        "message": closed_message(report),
+    }
+
+
+def closed_reason(report: Any) -> str:
+    """CheckUnknown only when every blocking check is unknown (the agent cannot see), else
+    CheckFailed (a fail, or a warning under --strict, closes the gate)."""
+    statuses = [getattr(report.result(c), "status", None) for c in report.gate.blocking]
+    if statuses and all(s == Status.UNKNOWN for s in statuses):
+        return REASON_UNKNOWN
+    return REASON_FAILED
+
+
+def closed_message(report: Any, limit: int = MESSAGE_LIMIT) -> str:
+    """`<first blocking id> <status>: <summary>` cut to fit, then `; +N more blocking`."""
+    blocking = list(report.gate.blocking)
+    if not blocking:
+        return _one_line(f"gate {report.path} closed")[:limit]
+    first = blocking[0]
+    r = report.result(first)
+    head = f"{first} {r.status}: " if r is not None else f"{first}: "
+    summary = _one_line(str(r.summary)) if r is not None else "blocking"
+    others = len(blocking) - 1
+    tail = f"; +{others} more blocking" if others else ""
+    room = limit - len(head) - len(tail)
+    if room < 4:  # an absurdly long id: keep the count readable, cut the rest
+        return (head + summary)[: max(0, limit - len(tail) - 3)] + "..." + tail
+    if len(summary) > room:
+        summary = summary[: room - 3] + "..."
+    return head + summary + tail
