@@ -12,7 +12,7 @@ per-GPU series are in agent/outputs/metrics_gpu.py; the text format in expositio
 """
 import math
 import platform
-from typing import Any, Iterable, Mapping, Optional, Tuple
+from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 
 from agent.model import PATHS, Status
 from agent.outputs.exposition import Labels, Writer, as_float, dig
@@ -47,14 +47,15 @@ class Rendered:
     endpoint and the textfile serve the same bytes). Reports are immutable, so the last one
     rendered is known by identity."""
 
-    def __init__(self) -> None:
+    def __init__(self, renderer: Callable[[Report], bytes] = render) -> None:
+        self._renderer = renderer
         self._last: Optional[Tuple[Report, bytes]] = None
 
     def __call__(self, report: Report) -> bytes:
         last = self._last
         if last is not None and last[0] is report:
             return last[1]
-        body = render(report)
+        body = self._renderer(report)
         self._last = (report, body)
         return body
 
