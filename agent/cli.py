@@ -1,4 +1,7 @@
-"""The command line: the composition root. Only it (agent/cli*.py) imports the check registry.
+"""The command line: the composition root.
+
+Only it (agent/cli*.py) imports the check registry; it builds the Host, resolves the Node
+identity and the one API session (agent/cli_kube.py) and hands them down.
 
 Exit codes (README "Exit codes"): 0 gate open and everything asked for done, 1 gate closed,
 2 usage or config error (every bad value a user can type: one line, no traceback), 3 internal
