@@ -114,3 +114,57 @@ def test_run_shares_one_client_with_the_publisher_one_exec_run_per_credential(ap
     assert len(runs.read_text().splitlines()) == 1
     assert double.counts()["GET"] == 2  # the Node once, the RuntimeClasses once
     pub.close()
+
+
+def test_the_node_name_is_resolved_once_per_session_from_the_host_the_root_opened(api, tmp_path):
+    """`run` opens a Host every cycle; the name is read from the first one (agent/cli_kube.py)
+    and not again until the kube settings change."""
+    double, kc = api
+    root = tmp_path / "root" / "etc"
+    root.mkdir(parents=True)
+    (root / "hostname").write_text("gpu-host-1\n")
+    lookups = []
+
+    class Counting(Host):
+        def hostname(self):
+            lookups.append(1)
+            return super().hostname()
+
+    def never():
+        raise AssertionError("the opened Host is used, not a second one")
+
+    wiring = ApiWiring(name_host=never)
+    cfg = config(kubeconfig=kc)
+    for _ in range(3):
+        host = wiring.wrap(Counting(str(tmp_path / "root")), cfg)
+        assert host.fact("node")["metadata"]["name"] == NODE
+    assert wiring.session(cfg).node_name() == (NODE, "hostname")
+    assert len(lookups) == 1
+    assert double.counts() == {"GET": 1}
+
+
+def test_run_wiring_one_session_for_facts_and_publisher_renewed_on_other_settings(api):
+    """agent/cli_run.py: the Publisher of each config generation gets the session the host
+    facts use; a reload with the same kube settings keeps it, other settings close it."""
+    import argparse
+
+    from agent.cli_run import _node_outputs
+    from agent.daemon.service import Generation
+
+    double, kc = api
+    wiring = ApiWiring(name_host=Base)
+    args = argparse.Namespace(dry_run=True, host_root=None, bundle=None)
+    cfg = config(kubeconfig=kc, node_name=NODE)
+    make = _node_outputs(args, True, wiring)
+    (pub,) = make(Generation(cfg, None, None, "dra", []))
+    assert pub.session is wiring.session(cfg)
+    assert wiring.wrap(Base(), cfg).fact("node")["metadata"]["name"] == NODE
+    (again,) = make(Generation(config(kubeconfig=kc, node_name=NODE), None, None, "dra", []))
+    assert again.session is pub.session  # same settings: same session, same Node read
+    assert double.counts() == {"GET": 1}
+    other = config(kubeconfig=kc, node_name="gpu-host-2")
+    (moved,) = make(Generation(other, None, None, "dra", []))
+    assert moved.session is not pub.session and moved.session is wiring.session(other)
+    assert moved.session.node_name() == ("gpu-host-2", "config kube.node_name")
+    assert pub.session._client is None  # the old one was closed
+    wiring.close()
