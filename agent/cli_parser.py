@@ -2,7 +2,7 @@
 exit 2, for anything a user can mistype; agent/cli.py maps UsageError)."""
 import argparse
 import os
-from typing import Callable, Dict, NoReturn
+from typing import Callable, Mapping, NoReturn
 
 from agent.cli_common import UsageError
 from agent.model import PATHS
@@ -45,7 +45,7 @@ def _evaluation_options(cmd: argparse.ArgumentParser) -> None:
 
 
 def build_parser(
-    commands: Dict[str, Callable[[argparse.Namespace], int]], description: str
+    commands: Mapping[str, Callable[[argparse.Namespace], int]], description: str
 ) -> argparse.ArgumentParser:
     """The parser; ``commands`` maps each command's name to the function that runs it (looked
     up by agent/cli.py when it is called, so a test can replace one)."""
