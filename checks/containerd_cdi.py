@@ -12,13 +12,11 @@ from checks.base import DRA_PATHS, Check, Interval, Outcome, Severity, failed, p
 from checks.cdi_specs import CDI_DIRS, SPEC_GLOBS, load_specs
 from checks.containerd_config import (
     DEFAULT_CONFIG,
-    DPKG_STATUS,
     DROPIN_GLOBS,
-    VERSION_ARGVS,
     discover,
-    dump_argv,
 )
 from checks.containerd_effective import Context, View, decide, fatal, resolve
+from checks.containerd_installed import DPKG_STATUS, VERSION_ARGVS, dump_argv
 
 DRA_SPEC_DIR = "/var/run/cdi"  # k8s-dra-driver-gpu writes claim specs here
 

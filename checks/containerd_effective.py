@@ -15,15 +15,13 @@ from checks.containerd_config import (
     CRI_V2,
     CRI_V3_RUNTIME,
     Effective,
-    Installed,
-    config_dump,
     config_version,
-    installed_containerd,
     load_effective,
     parse_toml,
     read_config,
     table,
 )
+from checks.containerd_installed import Installed, config_dump, installed_containerd
 
 NODEADM_BINARIES = ("/usr/bin/nodeadm", "/usr/local/bin/nodeadm")
 # A line of nodeadm's config template (aws/eks-hybrid internal/containerd/config.template.toml).

@@ -9,18 +9,16 @@ from typing import Any, Dict, List, Optional
 from checks.base import RUNTIME_HANDLER_PATHS, Check, Interval, Outcome, Severity, failed, passed
 from checks.containerd_config import (
     DEFAULT_CONFIG,
-    DPKG_STATUS,
     DROPIN_GLOBS,
-    VERSION_ARGVS,
     defines_handler,
     discover,
     dropin_candidates,
-    dump_argv,
     parse_toml,
     read_config,
     table,
 )
 from checks.containerd_effective import Context, View, decide, fatal, nodeadm_fix, resolve
+from checks.containerd_installed import DPKG_STATUS, VERSION_ARGVS, dump_argv
 
 RUNC_V2 = "io.containerd.runc.v2"
 # The runc v2 shim looks a bare BinaryName up on its PATH (containerd's default service PATH).
