@@ -81,6 +81,10 @@ def _node_outputs(args: Any, live: bool, api: Any) -> Callable[[Generation], Lis
         kube, nfd = gen.config.kube, gen.config.nfd
         if not live or not (kube.enabled or nfd.enabled):
             return []
+        if not kube.enabled:  # the NFD file alone: no API session is opened for it
+            from agent.outputs.nfd_output import NfdOutput
+
+            return [NfdOutput(gen.config, dry_run=bool(getattr(args, "dry_run", False)))]
         from agent.outputs.node.publish import Publisher
 
         # The session for this generation's kube settings: the same one the host facts use
