@@ -171,3 +171,19 @@ def test_nfd_output_dry_run_writes_nothing(tmp_path):
     out = NfdOutput(_nfd_config(path), dry_run=True, clock=lambda: 1_700_000_000.0)
     assert out.publish(kube_report()) == f"would write {path}"
     assert not path.exists()
+
+
+def test_run_writes_the_nfd_file_alone_through_an_nfd_output(tmp_path):
+    """`run` on the live machine with kube off and nfd on: the NFD output, no Publisher (and so
+    no API session); with kube on the Publisher writes both (agent/cli_run.py)."""
+    from types import SimpleNamespace
+
+    from agent.cli_run import _node_outputs
+
+    args = SimpleNamespace(dry_run=True, bundle=None, host_root=None)
+    config = _nfd_config(tmp_path / "features.d" / "gpu-node-agent")
+    outputs = _node_outputs(args, True, None)(SimpleNamespace(config=config))
+    assert [type(o).__name__ for o in outputs] == ["NfdOutput"]
+    assert outputs[0].dry_run is True
+    # a fixture is never published, whatever the config says
+    assert _node_outputs(args, False, None)(SimpleNamespace(config=config)) == []
