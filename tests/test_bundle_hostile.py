@@ -285,12 +285,15 @@ AUDITED_TAR_RUNNER = textwrap.dedent("""
     # relative to a directory descriptor (openat), which an audit hook sees without the
     # descriptor, so a relative name is allowed only while _safe_extract (or the rmtree that
     # removes the unpacked copy, which walks by descriptor as well) runs; listing
-    # $TMPDIR is the stale-directory clean-up. Everything else as there.
-    import io, json, os, sys, tempfile
+    # $TMPDIR is the stale-directory clean-up. The Host's path walk (agent/host/resolve.py)
+    # opens one component at a time relative to a descriptor too: allowed while it runs, one
+    # component only, counted apart ("walked"). Everything else as there.
+    import io, json, os, sys, tempfile, threading
     from contextlib import redirect_stdout
     archive, repo = os.path.realpath(sys.argv[1]), sys.argv[2]
     sys.path.insert(0, repo)
     import agent.cli, checks.registry, agent.host.bundle, agent.host.bundle_unpack as B
+    import agent.host.resolve as R
     from agent.version import version
     version()
     agent.cli.resolve_policy(__import__("agent.config").config.Config(), None, "dra")
@@ -299,7 +302,7 @@ AUDITED_TAR_RUNNER = textwrap.dedent("""
                os.path.realpath(sys.base_prefix), os.path.realpath(sys.exec_prefix),
                os.path.join(repo, "agent"), os.path.join(repo, "checks")] + [
                os.path.realpath(p) for p in sys.path if p and "site-packages" in p]
-    state = {"extracting": False, "relative": 0}
+    state = {"extracting": False, "relative": 0, "walked": 0}
     def flagged(orig):
         def wrapped(*a, **k):
             state["extracting"] = True
@@ -310,6 +313,16 @@ AUDITED_TAR_RUNNER = textwrap.dedent("""
         return wrapped
     B._safe_extract = flagged(B._safe_extract)
     B.shutil.rmtree = flagged(B.shutil.rmtree)  # removing the copy walks by descriptor too
+    walking = threading.local()  # per thread: the engine runs checks in worker threads
+    def walk_flagged(orig):
+        def wrapped(*a, **k):
+            walking.on = True
+            try:
+                return orig(*a, **k)
+            finally:
+                walking.on = False
+        return wrapped
+    R.Resolver._walk = walk_flagged(R.Resolver._walk)
     bad = {"os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen",
            "socket.connect", "os.fork", "pty.spawn", "ctypes.dlopen"}
     violations = []
@@ -327,6 +340,9 @@ AUDITED_TAR_RUNNER = textwrap.dedent("""
             if state["extracting"]:
                 state["relative"] += 1
                 return
+            if getattr(walking, "on", False) and "/" not in text and text not in (".", ".."):
+                state["walked"] += 1
+                return
             violations.append([event, "relative: " + text])
             return
         real = os.path.realpath(text)
@@ -341,7 +357,7 @@ AUDITED_TAR_RUNNER = textwrap.dedent("""
     with redirect_stdout(out):
         rc = agent.cli.main(["check", "--bundle", archive, "--format", "json"])
     print(json.dumps({"rc": rc, "violations": violations, "relative": state["relative"],
-                      "report": out.getvalue()}))
+                      "walked": state["walked"], "report": out.getvalue()}))
 """)
 
 
@@ -356,6 +372,7 @@ def test_packed_bundle_under_an_audit_hook_reads_nothing_outside(place):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["violations"] == [], result["violations"][:10]
     assert result["relative"] > 0  # the extractor did go through directory descriptors
+    assert result["walked"] > 0  # and so did the Host's reads under root/
     assert result["rc"] in (0, 1) and json.loads(result["report"])["checks"]
     assert os.listdir(tmpdir) == []
 
@@ -365,6 +382,7 @@ def test_packed_bundle_under_an_audit_hook_reads_nothing_outside(place):
 def test_run_never_publishes_a_fixture_even_when_the_config_names_a_kubeconfig(where):
     from types import SimpleNamespace
 
+    from agent.cli_kube import ApiWiring
     from agent.cli_run import _node_outputs
     from agent.config import Config
 
@@ -373,13 +391,15 @@ def test_run_never_publishes_a_fixture_even_when_the_config_names_a_kubeconfig(w
                                                     "/features.d/gpu-node-agent"}})
     args = SimpleNamespace(dry_run=False, **where)
     live = where["bundle"] is None and where["host_root"] is None  # as daemon_main decides
-    assert _node_outputs(args, live)(SimpleNamespace(config=config)) == []
+    api = ApiWiring()  # the composition root's API side (agent/cli_kube.py), as run builds it
+    assert _node_outputs(args, live, api)(SimpleNamespace(config=config)) == []
     # The same config on the live machine does publish (the control).
     live_args = SimpleNamespace(dry_run=True, bundle=None, host_root=None)
-    outputs = _node_outputs(live_args, True)(SimpleNamespace(config=config))
+    outputs = _node_outputs(live_args, True, api)(SimpleNamespace(config=config))
     assert [type(o).__name__ for o in outputs] == ["Publisher"]
     for out in outputs:
         out.close()
+    api.close()
 
 
 def test_signal_handlers_are_restored_and_a_later_handler_is_kept(tmp_path):

@@ -47,8 +47,8 @@ from agent.host.redact import (
     redact_file,
     redact_text,
 )
-from agent.host.resolve import Resolver, read_fd
-from agent.host.seam import MAX_SYMLINK_HOPS, Host
+from agent.host.resolve import MAX_SYMLINK_HOPS, Resolver, read_fd
+from agent.host.seam import Host
 from agent.model import Check
 from agent.safeio.commands import CommandResult
 from agent.version import version

@@ -16,10 +16,10 @@ import stat
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Union
 
+from agent.host.resolve import HostPathError, Resolver
 from agent.safeio.bounded import DEFAULT_CAP, ReadCapExceeded, read_bytes_capped
 from agent.safeio.commands import CommandResult, SubprocessCommands
 
-MAX_SYMLINK_HOPS = 40  # the kernel's own limit (ELOOP), see path_resolution(7)
 MAX_READ_BYTES = DEFAULT_CAP  # no file a check reads is this large; bounds a hostile bundle
 
 
@@ -63,10 +63,6 @@ class StaticFacts:
         return self._facts.get(name)
 
 
-class HostPathError(OSError):
-    """A path that escapes the root or loops; reported like a missing file."""
-
-
 class Host:
     def __init__(
         self,
@@ -99,34 +95,18 @@ class Host:
     def real_path(self, path: str) -> Path:
         """Map a host path to a path on this machine, resolving symlinks inside the root
         (chroot semantics): an absolute link target is taken relative to the root, and `..`
-        never climbs above it."""
+        never climbs above it. The walk is agent/host/resolve.py's, from a descriptor of the
+        root, the one `collect` copies through. Raises OSError (HostPathError for a loop)."""
         if not path.startswith("/"):
             raise HostPathError(f"host paths are absolute: {path!r}")
         if self.is_live:
             return Path(path)
-        parts = [p for p in path.split("/") if p]
-        resolved: List[str] = []
-        hops = 0
-        while parts:
-            part = parts.pop(0)
-            if part == ".":
-                continue
-            if part == "..":
-                if resolved:
-                    resolved.pop()
-                continue
-            candidate = self.root.joinpath(*resolved, part)
-            if candidate.is_symlink():
-                hops += 1
-                if hops > MAX_SYMLINK_HOPS:
-                    raise HostPathError(f"too many symlinks resolving {path}")
-                target = os.readlink(candidate)
-                if target.startswith("/"):
-                    resolved = []
-                parts = [p for p in target.split("/") if p] + parts
-                continue
-            resolved.append(part)
-        return self.root.joinpath(*resolved)
+        resolver = Resolver(self.root)
+        try:
+            canonical = resolver.resolve(path)
+        finally:
+            resolver.close()
+        return self.root.joinpath(*[p for p in canonical.split("/") if p])
 
     def read_bytes(self, path: str, limit: int = MAX_READ_BYTES) -> bytes:
         """The whole file (page-sized reads to EOF; regular files only). Past ``limit`` it

@@ -3,7 +3,8 @@ import os
 
 import pytest
 
-from agent.host.seam import Host, HostPathError
+from agent.host.resolve import HostPathError
+from agent.host.seam import Host
 
 
 def test_absolute_symlink_resolves_inside_the_root(tmp_path):
