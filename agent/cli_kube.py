@@ -48,12 +48,7 @@ class ApiWiring:
             if self._session is None or key != self._key:
                 if self._session is not None:
                     self._session.close()
-                identity = None
-                if config.kube.enabled:  # nothing asks for the name otherwise
-                    identity = node_identity(
-                        config.kube, host if host is not None else self._name_host()
-                    )
-                self._session = KubeSession(config.kube, identity)
+                self._session = KubeSession(config.kube, self._lookup(config.kube, host))
                 self._facts = KubeFacts(config, session=self._session)
                 self._key = key
             assert self._facts is not None
@@ -62,6 +57,15 @@ class ApiWiring:
     def wrap(self, host: Any, config: Any) -> Any:
         """The live ``host`` with the API facts (`node`, `runtimeclasses`) of this process."""
         return with_kube_facts(host, self.facts(config, host))
+
+    def _lookup(self, kcfg: Any, host: Any) -> Callable[[], Tuple[Optional[str], str]]:
+        """The name lookup the session runs once, when it first needs the name: on ``host``
+        (the Host the command opened), else on this machine."""
+
+        def resolve() -> Tuple[Optional[str], str]:
+            return node_identity(kcfg, host if host is not None else self._name_host())
+
+        return resolve
 
     def close(self) -> None:
         with self._lock:

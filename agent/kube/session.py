@@ -60,15 +60,18 @@ class KubeSession:
     def __init__(
         self,
         kcfg: Any,
-        identity: Optional[Identity] = None,
+        identity: Union[None, Identity, Callable[[], Identity]] = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``identity``: the Node name and its source, or the composition root's lookup that
+        gives it, called at most once, on first use (a `check` that never reads the Node reads
+        no name file); None: `kube.node_name` alone."""
         self.kcfg = kcfg
         self.key = settings_key(kcfg)
         self.monotonic = monotonic
         self._lock = threading.RLock()
         self._client: Optional[KubeClient] = None
-        self._name: Identity = identity if identity is not None else configured_identity(kcfg)
+        self._identity = identity if identity is not None else configured_identity(kcfg)
         # (time of the read in the caller's clock, the Node or the error it raised)
         self._node: Optional[Tuple[float, Union[Dict[str, Any], Exception]]] = None
         self.reads = 0  # Node GETs sent (for tests and the benchmark)
@@ -89,7 +92,10 @@ class KubeSession:
 
     def node_name(self) -> Identity:
         """(name, where it came from) or (None, why): as the composition root resolved it."""
-        return self._name
+        with self._lock:
+            if callable(self._identity):
+                self._identity = self._identity()
+            return self._identity
 
     def read_node(
         self,

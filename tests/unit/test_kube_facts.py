@@ -135,6 +135,8 @@ def test_the_node_name_is_resolved_once_per_session_from_the_host_the_root_opene
 
     wiring = ApiWiring(name_host=never)
     cfg = config(kubeconfig=kc)
+    first = wiring.wrap(Counting(str(tmp_path / "root")), cfg)
+    assert first.fact("pci_devices") is None and lookups == []  # looked up on first need only
     for _ in range(3):
         host = wiring.wrap(Counting(str(tmp_path / "root")), cfg)
         assert host.fact("node")["metadata"]["name"] == NODE
