@@ -29,11 +29,16 @@ def _registry() -> Any:  # looked up here at each call, so a test can replace th
     return registry()
 
 
+# What `--help` says to an operator (the module docstring is for whoever reads the code).
+DESCRIPTION = ("Validate an NVIDIA GPU host against a policy before it takes Kubernetes GPU work, "
+               "and keep validating it while it runs.")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser, each command bound to the function of that name in this module now."""
     commands = {"check": cmd_check, "collect": cmd_collect, "explain": cmd_explain,
                 "run": cmd_run, "clear": cmd_clear, "version": cmd_version, "config": cmd_config}
-    return _build_parser(commands, (__doc__ or "").splitlines()[0])
+    return _build_parser(commands, DESCRIPTION)
 
 
 def _evaluation(args: argparse.Namespace, checks: Sequence[Any]) -> Any:
