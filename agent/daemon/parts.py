@@ -5,10 +5,11 @@ import os
 import select
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 from agent.logs import log
 from agent.model import CheckResult
+from agent.outputs.base import Output
 from agent.report import Report
 
 
@@ -138,7 +139,7 @@ class OutputPump:
     daemon runs ``_run`` as a supervised thread (restarted if it dies), always, so outputs a
     reload adds are served too."""
 
-    def __init__(self, outputs: Sequence[Any], logger: logging.Logger) -> None:
+    def __init__(self, outputs: Sequence[Output], logger: logging.Logger) -> None:
         self.outputs = list(outputs)
         self.log = logger
         self._cond = threading.Condition()
@@ -167,7 +168,8 @@ class OutputPump:
                     self._cond.wait()
                 if self._stopped:
                     return
-                report, self._pending = self._pending, None
+                # not None: the wait ends with a Report pending, or stopped (returned above)
+                report, self._pending = cast(Report, self._pending), None
             for out in self.outputs:
                 try:
                     out.publish(report)

@@ -35,6 +35,7 @@ from agent.daemon.sdnotify import Notifier
 from agent.engine import Engine, order_checks
 from agent.logs import log
 from agent.model import Check, CheckResult, Interval
+from agent.outputs.base import Output
 from agent.outputs.metrics import MetricsEndpoint, Rendered
 from agent.outputs.metrics_server import MetricsServer
 from agent.outputs.textfile import TextfileOutput
@@ -54,8 +55,8 @@ class Daemon(ProcessShell):
         version: str,
         logger: logging.Logger,
         notifier: Optional[Notifier] = None,
-        outputs: Sequence[Any] = (),
-        outputs_factory: Optional[Callable[[Generation], Sequence[Any]]] = None,
+        outputs: Sequence[Output] = (),
+        outputs_factory: Optional[Callable[[Generation], Sequence[Output]]] = None,
         xid_monitor: Any = None,
         listen_override: Optional[str] = None,
         stall_margin_s: float = 30.0,
@@ -200,7 +201,7 @@ class Daemon(ProcessShell):
         return build_report(results, gen.path, gen.strict, description, now, self.version,
                             **extras)
 
-    def _fast_outputs(self) -> List[Any]:
+    def _fast_outputs(self) -> List[Output]:
         """The endpoint, and the textfile while run.textfile_dir names a directory."""
         directory = self.gen.config.run.textfile_dir
         if not directory:
