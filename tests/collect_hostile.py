@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from agent.safeio.commands import CommandResult
+from agent.hostview import CommandResult
 
 
 def canary(n: int) -> str:

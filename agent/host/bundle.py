@@ -27,9 +27,9 @@ import yaml
 from agent.errors import BundleError
 from agent.host.bundle_unpack import SignalGuard, unpack
 from agent.host.seam import Host, StaticFacts, StaticGpus
+from agent.hostview import CommandResult
 from agent.safeio import jsonio
 from agent.safeio.bounded import NotARegularFile, ReadCapExceeded, read_bytes_capped
-from agent.safeio.commands import CommandResult
 from agent.safeio.yamlio import YamlError, safe_load
 
 __all__ = ["BundleError", "load_bundle"]

@@ -49,8 +49,8 @@ from agent.host.redact import (
 )
 from agent.host.resolve import MAX_SYMLINK_HOPS, Resolver, read_fd
 from agent.host.seam import Host
+from agent.hostview import CommandResult
 from agent.model import Check
-from agent.safeio.commands import CommandResult
 from agent.version import version
 
 ALWAYS_READ = ("/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname")

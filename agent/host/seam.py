@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Union
 
 from agent.host.resolve import HostPathError, Resolver
+from agent.hostview import CommandResult
 from agent.safeio.bounded import DEFAULT_CAP, ReadCapExceeded, read_bytes_capped
-from agent.safeio.commands import CommandResult, SubprocessCommands
+from agent.safeio.commands import SubprocessCommands
 
 MAX_READ_BYTES = DEFAULT_CAP  # no file a check reads is this large; bounds a hostile bundle
 

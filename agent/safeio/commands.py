@@ -1,6 +1,7 @@
 """Running a host command the way every caller needs it: an argv list (never a shell), stdin
-closed, a timeout, the C locale, and one answer type (CommandResult) whatever happened, so a
-missing binary or a hang is a result a check can describe, never an exception.
+closed, a timeout, the C locale, output read up to a cap, and one answer type (CommandResult,
+agent/hostview.py) whatever happened, so a missing binary, a hang or a flood is a result a
+check can describe, never an exception and never an unbounded read.
 
 It sits in safeio, below every wing (docs/architecture.md): the Host seam (agent/host/seam.py)
 and the kernel-log journal fallback (agent/xid/kernel_source.py) both run commands, and neither
@@ -8,67 +9,84 @@ may import the other's wing for it.
 """
 import os
 import subprocess
-from dataclasses import dataclass
-from typing import Sequence, Tuple
+import threading
+from typing import IO, Dict, List, Sequence
+
+from agent.hostview import CommandResult
+
+# Per stream. The largest output a check reads is `containerd config dump` or the journal's
+# kernel lines since boot (a few MiB on a busy host); a command writing more than this is
+# stopped rather than held in memory (docs/decisions.md, "Bounded command output").
+OUTPUT_CAP = 32 * 1024 * 1024
+_CHUNK = 64 * 1024
 
 
-@dataclass(frozen=True)
-class CommandResult:
-    argv: Tuple[str, ...]
-    rc: int
-    stdout: str = ""
-    stderr: str = ""
-    timed_out: bool = False
-    # True when the answer does not come from the host at all: the argv was not recorded in
-    # the bundle, or commands are unavailable (--host-root). rc is then -1.
-    not_recorded: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.rc == 0 and not self.timed_out and not self.not_recorded
-
-    @property
-    def not_installed(self) -> bool:
-        # 127 is the shell's "command not found"; bundles record a missing binary that way.
-        return self.rc == 127 and not self.not_recorded
-
-    def describe(self) -> str:
-        """A one-line reason for a result that is not ok, for check summaries."""
-        cmd = " ".join(self.argv)
-        if self.not_recorded:
-            return f"`{cmd}` not recorded for this host"
-        if self.timed_out:
-            return f"`{cmd}` timed out"
-        if self.not_installed:
-            return f"`{self.argv[0]}` not installed"
-        first = (self.stderr or self.stdout).strip().splitlines()
-        return f"`{cmd}` exited {self.rc}" + (f": {first[0][:160]}" if first else "")
+def _drain(stream: IO[bytes], cap: int, out: List[bytes], over: threading.Event,
+           proc: "subprocess.Popen[bytes]") -> None:
+    total = 0
+    while True:
+        try:
+            chunk = stream.read1(_CHUNK) if hasattr(stream, "read1") else stream.read(_CHUNK)
+        except (OSError, ValueError):  # closed under us: a grandchild kept the pipe open
+            return
+        if not chunk:
+            return
+        if total + len(chunk) > cap:
+            out.append(chunk[: cap - total])
+            over.set()
+            proc.kill()  # the rest would only be thrown away; stop the writer
+            return
+        total += len(chunk)
+        out.append(chunk)
 
 
 class SubprocessCommands:
-    """Runs argv lists (never a shell) with a timeout; a missing binary is rc 127."""
+    """Runs argv lists (never a shell) with a timeout and an output cap; a missing binary is
+    rc 127, a timeout rc -9 with ``timed_out``, output over the cap rc -9 with a reason."""
+
+    def __init__(self, output_cap: int = OUTPUT_CAP) -> None:
+        self.output_cap = output_cap
 
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
         args = tuple(argv)
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 list(args),
                 stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout,
-                check=False,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env={**os.environ, "LC_ALL": "C"},
             )
         except FileNotFoundError:
             return CommandResult(args, 127, "", f"{args[0]}: command not found")
         except PermissionError as exc:
             return CommandResult(args, 126, "", str(exc))
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode("utf-8", "replace") if exc.stdout else ""
+        bufs: Dict[str, List[bytes]] = {"out": [], "err": []}
+        over = threading.Event()
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = [
+            threading.Thread(target=_drain, args=(s, self.output_cap, bufs[k], over, proc),
+                             daemon=True)
+            for k, s in (("out", proc.stdout), ("err", proc.stderr))
+        ]
+        for r in readers:
+            r.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            proc.kill()
+            proc.wait()
+        for r in readers:  # the pipes close when the process (and its children) exit
+            r.join(timeout=5.0)
+        for s in (proc.stdout, proc.stderr):
+            s.close()
+        out = b"".join(bufs["out"]).decode("utf-8", "replace")
+        err = b"".join(bufs["err"]).decode("utf-8", "replace")
+        if over.is_set():
+            return CommandResult(args, -9, out,
+                                 f"output larger than {self.output_cap} bytes; stopped")
+        if timed_out:
             return CommandResult(args, -9, out, f"timed out after {timeout:g}s", timed_out=True)
-        return CommandResult(
-            args,
-            proc.returncode,
-            proc.stdout.decode("utf-8", "replace"),
-            proc.stderr.decode("utf-8", "replace"),
-        )
+        return CommandResult(args, proc.returncode, out, err)

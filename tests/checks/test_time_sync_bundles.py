@@ -109,7 +109,7 @@ def test_bundles_hold_the_real_captured_outputs():
 
 def _asked(answers):
     from agent.host.seam import Host, StaticFacts
-    from agent.safeio.commands import CommandResult
+    from agent.hostview import CommandResult
 
     asked = []
 

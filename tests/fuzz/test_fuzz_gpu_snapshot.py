@@ -6,8 +6,8 @@ from typing import Any, Dict, List, Optional
 from hypothesis import strategies as st
 
 from agent.config import Config
+from agent.hostview import CommandResult
 from agent.model import Outcome, Status
-from agent.safeio.commands import CommandResult
 from checks.gpu_fabric import FABRIC_MANAGER
 from checks.gpu_health import GPU_ECC, GPU_ROW_REMAP, GPU_THERMAL
 from checks.gpu_inventory import DRIVER_PERSISTENCE, GPU_COUNT, MIG_MODE

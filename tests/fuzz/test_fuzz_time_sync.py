@@ -6,8 +6,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from hypothesis import strategies as st
 
+from agent.hostview import CommandResult
 from agent.model import Outcome, Status
-from agent.safeio.commands import CommandResult
 from checks.time_parsers import (
     ChronyTracking,
     KernelTime,

@@ -22,7 +22,8 @@ import pytest
 from agent.config import Config
 from agent.host.live import adjtimex
 from agent.host.seam import Host, StaticFacts
-from agent.safeio.commands import CommandResult, SubprocessCommands
+from agent.hostview import CommandResult
+from agent.safeio.commands import SubprocessCommands
 from checks.policy import ResolvedPolicy, load_policy
 from checks.time_sync import TIME_SYNC
 from tests.components import component

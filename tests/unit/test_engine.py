@@ -92,7 +92,7 @@ class _Host:
         self.facts = []
 
     def run(self, argv, timeout=10.0):
-        from agent.safeio.commands import CommandResult
+        from agent.hostview import CommandResult
 
         self.runs.append(tuple(argv))
         return CommandResult(tuple(argv), 0, f"answer {len(self.runs)}")
@@ -160,7 +160,7 @@ def test_skip_kinds_from_the_engine():
 
 
 def test_a_source_never_captured_gets_the_capture_fix_only_when_it_could_not_judge():
-    from agent.safeio.commands import CommandResult
+    from agent.hostview import CommandResult
 
     class Bundle(_Host):
         capture_hint = "Not captured in this bundle: {missing}. Capture it."

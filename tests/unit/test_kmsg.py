@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.safeio.commands import CommandResult
+from agent.hostview import CommandResult
 from agent.xid.journal import parse_journal_json, read_journal_lines
 from agent.xid.kernel_source import DeviceSource, JournalSource
 from agent.xid.kmsg import MAX_PENDING, KmsgReader, parse_line, parse_record, render

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from agent.safeio.commands import CommandResult, SubprocessCommands
+from agent.hostview import CommandResult
+from agent.safeio.commands import SubprocessCommands
 from tests.components import component, missing
 
 
