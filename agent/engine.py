@@ -18,15 +18,13 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from agent.engine_replay import PathWatch, Recorder, policy_for_path
+from agent.engine_result import result_of
 from agent.model import (
     PATHS,
     SKIP_CONFIGURED,
-    SKIP_INPUT_MISSING,
-    SKIP_NOT_APPLICABLE,
     Check,
     CheckResult,
     Outcome,
-    PathOutcome,
     Status,
     needs_kind,
 )
@@ -161,7 +159,7 @@ class Engine:
                     continue
                 early = self._pre_outcome(check, skip_set)
                 if early is not None:
-                    results[check.id] = _result(check, {p: early for p in paths}, paths, 0.0)
+                    results[check.id] = result_of(check, {p: early for p in paths}, paths, 0.0)
                     continue
                 pre: Dict[Any, Outcome] = {}
                 for path in paths:
@@ -170,7 +168,7 @@ class Engine:
                         pre[path] = needed
                 to_run = [p for p in paths if p not in pre]
                 if not to_run:
-                    results[check.id] = _result(check, pre, paths, 0.0)
+                    results[check.id] = result_of(check, pre, paths, 0.0)
                     continue
                 slot = _Slot(check, host, policy, to_run)
                 with self._lock:
@@ -196,7 +194,7 @@ class Engine:
                         outcomes[path] = slot.outcomes.get(path) or Outcome(
                             Status.UNKNOWN, "check produced nothing"
                         )
-                results[slot.check.id] = _result(
+                results[slot.check.id] = result_of(
                     slot.check, outcomes, paths, elapsed, slot.missing, capture_hint
                 )
         return [results[c.id] for c in self.checks if c.id in results]
@@ -232,62 +230,4 @@ def _needs(check: Check, results: Dict[str, CheckResult], path: Any) -> Optional
         "needs " + ", ".join(f"{req} ({status})" for req, status in missing),
         {"needs": list(check.requires)},
         skip=needs_kind(missing[0][0]),
-    )
-
-
-def _skip_kind(outcome: Outcome) -> Optional[str]:
-    if outcome.status != Status.SKIP:
-        return None
-    return outcome.skip or SKIP_NOT_APPLICABLE
-
-
-def _capture_fix(
-    outcome: Outcome, fix: str, missing: Sequence[str], hint: Optional[str]
-) -> str:
-    """On a bundle or a tree, a result that could not judge because a source was never
-    captured gets a fix that says so and how to capture it, not how to repair a live host."""
-    if not hint or not missing:
-        return fix
-    if outcome.status != Status.UNKNOWN and _skip_kind(outcome) != SKIP_INPUT_MISSING:
-        return fix
-    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-    return hint.format(missing=shown)
-
-
-def _result(
-    check: Check,
-    outcomes: Dict[Any, Outcome],
-    paths: Sequence[Any],
-    duration: float,
-    missing: Sequence[str] = (),
-    hint: Optional[str] = None,
-) -> CheckResult:
-    main = outcomes[paths[0]]
-    summary = " ".join(main.summary.split()) or "(no summary)"
-    remediation = _capture_fix(main, main.remediation or check.remediation, missing, hint)
-    by_path: Dict[str, PathOutcome] = {}
-    for path in paths[1:]:
-        other = outcomes[path]
-        other_summary = " ".join(other.summary.split()) or "(no summary)"
-        if other.status != main.status or other_summary != summary:
-            by_path[path] = PathOutcome(
-                status=other.status,
-                summary=other_summary,
-                remediation=_capture_fix(
-                    other, other.remediation or check.remediation, missing, hint
-                ),
-                skip=_skip_kind(other),
-            )
-    return CheckResult(
-        id=check.id,
-        title=check.title,
-        severity=check.severity,
-        status=main.status,
-        summary=summary,
-        remediation=remediation,
-        gates=check.gates,
-        details=dict(main.details),
-        duration_s=round(duration, 6),
-        skip=_skip_kind(main),
-        by_path=by_path,
     )

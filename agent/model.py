@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
 
+from agent.hostview import HostView
+
 
 class Status(str, Enum):
     PASS = "pass"
@@ -73,22 +75,28 @@ class Outcome:
     remediation: Optional[str] = None
     # For a skip: one of the kinds above (None for any other status).
     skip: Optional[str] = None
+    # For warn, fail and unknown: which of the check's declared failures this is
+    # (``Check.failures``); the contract test holds every check to its list.
+    code: Optional[str] = None
 
 
 def passed(summary: str, **details: Any) -> Outcome:
     return Outcome(Status.PASS, summary, details)
 
 
-def warned(summary: str, remediation: Optional[str] = None, **details: Any) -> Outcome:
-    return Outcome(Status.WARN, summary, details, remediation)
+def warned(summary: str, remediation: Optional[str] = None, code: Optional[str] = None,
+           **details: Any) -> Outcome:
+    return Outcome(Status.WARN, summary, details, remediation, code=code)
 
 
-def failed(summary: str, remediation: Optional[str] = None, **details: Any) -> Outcome:
-    return Outcome(Status.FAIL, summary, details, remediation)
+def failed(summary: str, remediation: Optional[str] = None, code: Optional[str] = None,
+           **details: Any) -> Outcome:
+    return Outcome(Status.FAIL, summary, details, remediation, code=code)
 
 
-def unknown(summary: str, remediation: Optional[str] = None, **details: Any) -> Outcome:
-    return Outcome(Status.UNKNOWN, summary, details, remediation)
+def unknown(summary: str, remediation: Optional[str] = None, code: Optional[str] = None,
+            **details: Any) -> Outcome:
+    return Outcome(Status.UNKNOWN, summary, details, remediation, code=code)
 
 
 def skipped(summary: str, kind: str = SKIP_NOT_APPLICABLE, **details: Any) -> Outcome:
@@ -114,6 +122,20 @@ def needs(owner: str, summary: str, **details: Any) -> Outcome:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """One distinct way a check does not pass, declared beside the check: the code its Outcome
+    names, the status it produces, what the agent found, the fix, and where the rule comes from.
+    `explain`, docs/checks.md and the README table are generated from these (docs/checks.md
+    says how); kubeadm preflight's errors and node-problem-detector's reasons play this role."""
+
+    code: str  # stable, kebab-case, unique within the check
+    status: Status  # WARN, FAIL or UNKNOWN
+    means: str  # one line: what was found
+    fix: str  # what the operator does about it
+    source: str  # the document, page or source file the rule comes from
+
+
+@dataclass(frozen=True)
 class Check:
     """Declarative metadata plus the pure function that evaluates it.
 
@@ -127,7 +149,7 @@ class Check:
     gates: Tuple[str, ...]
     interval: Interval
     remediation: str
-    run: Callable[[Any, Any], Outcome]
+    run: Callable[[HostView, Any], Outcome]
     # What the check reads and runs; `collect` captures exactly these, so a bundle is
     # complete by construction.
     reads: Tuple[str, ...] = ()
@@ -143,9 +165,17 @@ class Check:
     requires: Tuple[str, ...] = ()
     # For reads that depend on file contents (a config's `imports`, the paths a CDI spec
     # names): discover(host) -> (reads, presence), called by collect after the static ones.
-    discover: Optional[Callable[[Any], Tuple[Sequence[str], Sequence[str]]]] = None
+    discover: Optional[Callable[[HostView], Tuple[Sequence[str], Sequence[str]]]] = None
     timeout_s: float = 10.0
     description: str = ""
+    # The distinct ways this check warns, fails or is unknown (see Failure).
+    failures: Tuple[Failure, ...] = ()
+
+    def failure(self, code: str) -> Failure:
+        for f in self.failures:
+            if f.code == code:
+                return f
+        raise KeyError(f"{self.id} declares no failure {code!r}")
 
 
 @dataclass(frozen=True)
@@ -156,6 +186,7 @@ class PathOutcome:
     summary: str
     remediation: str
     skip: Optional[str] = None
+    code: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +202,8 @@ class CheckResult:
     duration_s: float
     # For status skip: the kind (SKIP_* or needs:<id>).
     skip: Optional[str] = None
+    # For warn, fail and unknown: the check's failure code (Outcome.code), when it names one.
+    code: Optional[str] = None
     # Paths on which this check decides differently from the report's own path (the engine
     # evaluates a check per path when its verdict read the path); absent = the same.
     by_path: Mapping[str, PathOutcome] = field(default_factory=dict)

@@ -44,6 +44,8 @@ def report_dict(report: Report) -> Dict[str, Any]:
                 "duration_s": r.duration_s,
                 # For a skip: not-applicable, input-missing, configured or needs:<id>.
                 "skip": r.skip,
+                # For warn/fail/unknown: which declared failure (docs/checks.md#<id>), or null.
+                "code": r.code,
                 # Paths on which this check decides differently (each gate uses its own).
                 "by_path": {
                     p: {
@@ -51,6 +53,7 @@ def report_dict(report: Report) -> Dict[str, Any]:
                         "summary": o.summary,
                         "remediation": o.remediation,
                         "skip": o.skip,
+                        "code": o.code,
                     }
                     for p, o in r.by_path.items()
                 },
