@@ -2,11 +2,13 @@
 import re
 from typing import Optional, Tuple
 
-from agent.model import (  # noqa: F401  (re-exported for check modules)
+from agent.hostview import CommandResult, HostView
+from agent.model import (
     ALL_PATHS,
     DRA_PATHS,
     RUNTIME_HANDLER_PATHS,
     Check,
+    Failure,
     Interval,
     Outcome,
     Severity,
@@ -21,6 +23,14 @@ from agent.model import (  # noqa: F401  (re-exported for check modules)
     unknown,
     warned,
 )
+
+# What check modules import from here (explicit, so mypy --strict sees the re-exports).
+__all__ = [
+    "ALL_PATHS", "DRA_PATHS", "RUNTIME_HANDLER_PATHS", "Check", "CommandResult", "Failure",
+    "HostView", "Interval", "Outcome", "Severity", "Status", "failed", "first_line",
+    "input_missing", "needs", "needs_kind", "not_applicable", "passed", "skipped", "unknown",
+    "version_str", "version_tuple", "warned",
+]
 
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
