@@ -72,8 +72,7 @@ def host_opener(args: Any, gpus: Any, api: Any) -> Callable[[Generation], Contex
 
 def _node_outputs(args: Any, live: bool, api: Any) -> Callable[[Generation], List[Any]]:
     """The Node verdict (labels, condition, NFD file: agent/outputs/node/publish.py) for each
-    Report,
-    for the live machine only. A fixture (--bundle/--host-root) is never published, whatever
+    Report, for the live machine only. A fixture (--bundle/--host-root) is never published, whatever
     the config names: "live" is the source type, as for `check --apply` (a bundle's verdict on
     this machine's Node, or in its NFD directory, would be a verdict about another host)."""
 
