@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agent.xid.kernel_source import DeviceSource  # noqa: E402
 from agent.xid.monitor import XidMonitor  # noqa: E402
 from agent.xid.state import StateStore  # noqa: E402
-from checks.xid_policy import load_xid_policy  # noqa: E402
+from checks.xid.policy import load_xid_policy  # noqa: E402
 from tests.kmsg_double import XID13, BurstDevice  # noqa: E402
 
 

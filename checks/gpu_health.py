@@ -21,7 +21,7 @@ from checks.gpu_common import (
     str_list,
     sub,
 )
-from checks.xid_eval import gpu_name, state_for_boot
+from checks.xid.eval import gpu_name, state_for_boot
 
 DRAIN_RESET = (
     "Drain the node, then reset the GPU (`nvidia-smi -r -i N` with no GPU clients; "

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.safeio.yamlio import safe_load
 from checks.gpu_policy import GpuPolicy
-from checks.xid_policy import XidPolicy, merge_xid_data
+from checks.xid.policy import XidPolicy, merge_xid_data
 
 KNOWN_POLICY_VERSIONS = (1,)
 

@@ -14,13 +14,13 @@ from checks.gpu_fabric import FABRIC_MANAGER
 from checks.gpu_health import GPU_ECC, GPU_ROW_REMAP, GPU_THERMAL
 from checks.gpu_inventory import DRIVER_PERSISTENCE, GPU_COUNT, MIG_MODE
 from checks.gpu_links import GPU_NVLINK, GPU_PCIE_LINK
-from checks.gpu_xid import GPU_XID
 from checks.kubelet import KUBELET_VERSION
 from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.os_supported import OS_SUPPORTED
 from checks.runtimeclass import RUNTIMECLASS_HANDLER
-from checks.time_sync import TIME_SYNC
+from checks.time.time_sync import TIME_SYNC
 from checks.toolkit import TOOLKIT_VERSION
+from checks.xid.gpu_xid import GPU_XID
 
 # Report order: the host stack first, then the container stack, then health.
 ALL_CHECKS: Tuple[Check, ...] = (

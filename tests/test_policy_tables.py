@@ -391,7 +391,7 @@ def test_resolved_policy_setting_falls_back_to_the_callers_default():
 
 
 def test_xid_overrides_reach_the_policy():
-    from checks.xid_policy import load_xid_policy
+    from checks.xid.policy import load_xid_policy
 
     xid = load_xid_policy({"codes": {"13": {"class": "ignore"}}})
     assert xid.klass(13) == "ignore" and xid.codes[13].catalog == "RESTART_APP"
@@ -431,7 +431,7 @@ def test_build_report_keeps_its_context():
 
 def test_policy_defaults_load_without_arguments_and_unknown_versions_are_named():
     from checks.policy import default_policy_data
-    from checks.xid_policy import default_xid_data, merge_xid_data
+    from checks.xid.policy import default_xid_data, merge_xid_data
 
     assert default_policy_data()["policy_version"] == 1
     assert default_xid_data()["policy_version"] == 1
@@ -444,7 +444,7 @@ def test_policy_defaults_load_without_arguments_and_unknown_versions_are_named()
 def test_xid_overrides_merge_per_code_and_per_field_and_reject_bad_shapes():
     import pydantic
 
-    from checks.xid_policy import load_xid_policy
+    from checks.xid.policy import load_xid_policy
 
     new = load_xid_policy({"codes": {156: {"class": "reset-gpu", "catalog": "RESET_GPU"}}})
     assert new.klass(156) == "reset-gpu" and new.is_sticky(156)

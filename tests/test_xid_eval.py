@@ -1,4 +1,4 @@
-"""checks/xid_eval.py function by function, with exact expected values (written from the
+"""checks/xid/eval.py function by function, with exact expected values (written from the
 rules in docs/xid.md: per-code thresholds over a window, inclusive at the edge; a fault the
 daemon recorded counts unless a clear after it covers its GPU and class).
 
@@ -6,7 +6,7 @@ These were written against the mutants the mutation tier found surviving in this
 """
 from agent.host.seam import Host
 from agent.xid.events import GpuMap, XidEvent
-from checks.xid_eval import (
+from checks.xid.eval import (
     add_state_faults,
     fatal_summary,
     gpu_name,
@@ -14,7 +14,7 @@ from checks.xid_eval import (
     recognised,
     uptime_us,
 )
-from checks.xid_policy import load_xid_policy
+from checks.xid.policy import load_xid_policy
 
 XID = load_xid_policy()
 PCI = "0000:18:00"
@@ -224,7 +224,7 @@ def test_fatal_summary_is_cut_at_300_characters():
 
 
 def test_state_for_boot_keeps_this_boots_state_and_drops_another_boots():
-    from checks.xid_eval import state_for_boot
+    from checks.xid.eval import state_for_boot
 
     sticky = {"boot_id": "b1", "faults": [{"code": 79}], "clears": [{"selector": "all"}]}
     assert state_for_boot(sticky, "b1") == {"faults": [{"code": 79}],

@@ -19,9 +19,9 @@ import pytest
 
 from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.model import Status
-from checks.gpu_xid import FIX_REBOOT, FIX_RESET, GPU_XID
 from checks.policy import ResolvedPolicy, load_policy
-from checks.xid_policy import STICKY_CLASSES, load_xid_policy
+from checks.xid.gpu_xid import FIX_REBOOT, FIX_RESET, GPU_XID
+from checks.xid.policy import STICKY_CLASSES, load_xid_policy
 
 # code -> (our class, the catalog's bucket)
 EXPECTED_XID: Dict[int, Tuple[str, str]] = {

@@ -18,7 +18,7 @@ from agent.logs import setup
 from agent.xid.kernel_source import DeviceSource
 from agent.xid.monitor import XidMonitor
 from agent.xid.state import StateStore
-from checks.xid_policy import load_xid_policy
+from checks.xid.policy import load_xid_policy
 
 log = logging.getLogger("gpu-node-agent").getChild("xid")
 

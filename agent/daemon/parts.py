@@ -180,7 +180,7 @@ class OutputPump:
 
 def xid_counts(report: Optional[Report]) -> Dict[Tuple[str, str], int]:
     """Per-(GPU, XID) counts since boot, from the gpu-xid check's ``xid_counts`` details
-    ({"<gpu>:<code>": n}, checks/gpu_xid.py). <gpu> is the NVML index; a kernel-log line
+    ({"<gpu>:<code>": n}, checks/xid/gpu_xid.py). <gpu> is the NVML index; a kernel-log line
     that could not be mapped to one keeps its PCI id (still one series per device)."""
     return xid_counts_of(report.result("gpu-xid") if report is not None else None)
 

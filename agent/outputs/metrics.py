@@ -100,7 +100,7 @@ def _checks(out: Writer, report: Report, results: Mapping[str, Any]) -> None:
 
 
 def _time_sync(out: Writer, result: Any) -> None:
-    """From the time-sync check's details (checks/time_sync.py). Unknown = NaN, so an alert
+    """From the time-sync check's details (checks/time/time_sync.py). Unknown = NaN, so an alert
     on the offset never fires on missing data; ``time_synced`` follows the check's verdict
     when the details do not say."""
     details = result.details if result is not None else {}

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from agent.host.seam import Host, StaticFacts, StaticGpus
-from checks.gpu_xid import GPU_XID
 from checks.policy import ResolvedPolicy, load_policy
+from checks.xid.gpu_xid import GPU_XID
 from tests.conftest import bundle, run_cli
 
 

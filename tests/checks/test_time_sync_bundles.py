@@ -9,7 +9,7 @@ import yaml
 from agent.config import Config
 from agent.host.bundle import load_bundle
 from checks.policy import ResolvedPolicy, load_policy
-from checks.time_sync import RUNS, TIME_SYNC
+from checks.time.time_sync import RUNS, TIME_SYNC
 from tests.conftest import BUNDLES, bundle, run_cli
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "time-sync"

@@ -20,7 +20,7 @@ from checks.gpu_links import GPU_NVLINK
 from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.policy import ResolvedPolicy
 from checks.registry import ALL_CHECKS
-from checks.time_parsers import (
+from checks.time.parsers import (
     Unparsable,
     parse_adjtimex,
     parse_chrony_sources,

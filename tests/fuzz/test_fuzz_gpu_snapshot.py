@@ -12,9 +12,9 @@ from checks.gpu_fabric import FABRIC_MANAGER
 from checks.gpu_health import GPU_ECC, GPU_ROW_REMAP, GPU_THERMAL
 from checks.gpu_inventory import DRIVER_PERSISTENCE, GPU_COUNT, MIG_MODE
 from checks.gpu_links import GPU_NVLINK, GPU_PCIE_LINK
-from checks.gpu_xid import GPU_XID
 from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.policy import ResolvedPolicy, load_policy
+from checks.xid.gpu_xid import GPU_XID
 from tests.fuzz.conftest import deep, expect, quick
 from tests.fuzz.strategies import SNAPSHOT
 

@@ -1,4 +1,4 @@
-"""Time-sync parsers (checks/time_parsers.py) and the time-sync check over them, on hostile
+"""Time-sync parsers (checks/time/parsers.py) and the time-sync check over them, on hostile
 daemon output: `chronyc -c tracking`/`sources`, `timedatectl show`/`timesync-status`,
 `ntpq -pn`, the adjtimex fact. Each parser returns a value or ``Unparsable(reason)`` (our
 error type, a value, never raised); the check returns an Outcome."""
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from agent.hostview import CommandResult
 from agent.model import Outcome, Status
-from checks.time_parsers import (
+from checks.time.parsers import (
     ChronyTracking,
     KernelTime,
     TimesyncStatus,
@@ -21,7 +21,7 @@ from checks.time_parsers import (
     parse_timespan,
     parse_timesync_status,
 )
-from checks.time_sync import (
+from checks.time.time_sync import (
     CHRONY_SOURCES,
     NTPQ_PEERS,
     PTP_PROBES,

@@ -25,7 +25,7 @@ from agent.host.seam import Host, StaticFacts
 from agent.hostview import CommandResult
 from agent.safeio.commands import SubprocessCommands
 from checks.policy import ResolvedPolicy, load_policy
-from checks.time_sync import TIME_SYNC
+from checks.time.time_sync import TIME_SYNC
 from tests.components import component
 
 pytestmark = pytest.mark.integration

@@ -14,9 +14,9 @@ from agent.safeio.commands import SubprocessCommands
 from agent.xid.kernel_source import JournalSource, open_kernel_source, since_boot_lines
 from agent.xid.monitor import XidMonitor
 from agent.xid.state import StateStore
-from checks.gpu_xid import GPU_XID
 from checks.policy import ResolvedPolicy, load_policy
-from checks.xid_policy import load_xid_policy
+from checks.xid.gpu_xid import GPU_XID
+from checks.xid.policy import load_xid_policy
 from tests.components import component
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from agent.nvml.events import NvmlEventStream
 from agent.xid.kmsg import parse_line
 from agent.xid.monitor import XidMonitor
 from agent.xid.state import StateStore
-from checks.xid_policy import load_xid_policy
+from checks.xid.policy import load_xid_policy
 from tests.nvml_sim.fixtures import nvml_sim, nvml_sim_build  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.integration

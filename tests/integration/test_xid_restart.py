@@ -22,8 +22,8 @@ import pytest
 
 from agent.host.live import LiveFacts
 from agent.host.seam import Host
-from checks.gpu_xid import GPU_XID
 from checks.policy import ResolvedPolicy, load_policy
+from checks.xid.gpu_xid import GPU_XID
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]

@@ -66,7 +66,7 @@ NAMED: Tuple[Tuple[str, str, str, str, Tuple[str, ...]], ...] = (
     ("sticky XID 119 reset-gpu -> restart-app", "checks/xid_policy_v1.yaml",
      "  119:\n    class: reset-gpu\n", "  119:\n    class: restart-app\n",
      ("tests/test_xid_policy_table.py",)),
-    ("mixed XIDs advise a reset where a reboot is needed", "checks/gpu_xid.py",
+    ("mixed XIDs advise a reset where a reboot is needed", "checks/xid/gpu_xid.py",
      'reboot = any(v["class"] == "reboot" for v in fatal.values())',
      'reboot = all(v["class"] == "reboot" for v in fatal.values())',
      ("tests/test_xid_policy_table.py",)),
@@ -95,7 +95,7 @@ NAMED: Tuple[Tuple[str, str, str, str, Tuple[str, ...]], ...] = (
      'rec["stdout"] = redact_command_output(rec["argv"], rec["stdout"])',
      'rec["stdout"] = rec["stdout"]',
      ("tests/unit/test_redaction.py",)),
-    ("unreadable boot id drops sticky faults", "checks/xid_eval.py",
+    ("unreadable boot id drops sticky faults", "checks/xid/eval.py",
      'if sticky.get("boot_id") is not None and boot_id is not None and sticky["boot_id"] != boot_id:',
      'if sticky.get("boot_id") != boot_id:',
      ("tests/reliability/test_state_faults.py::"

@@ -19,7 +19,7 @@ from agent.model import Interval
 from agent.xid import clear as clear_mod
 from agent.xid.monitor import XidMonitor
 from agent.xid.state import StateStore, add_fault, read_state_file
-from checks.gpu_xid import GPU_XID
+from checks.xid.gpu_xid import GPU_XID
 from tests.conftest import run_cli
 from tests.integration.agentproc import wait_for
 from tests.reliability.helpers import HEALTHY_ROOT, Running, tree_source

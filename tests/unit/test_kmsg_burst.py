@@ -8,7 +8,7 @@ import tracemalloc
 from agent.xid.kernel_source import DeviceSource
 from agent.xid.monitor import XidMonitor
 from agent.xid.state import StateStore
-from checks.xid_policy import load_xid_policy
+from checks.xid.policy import load_xid_policy
 from tests.kmsg_double import BurstDevice
 
 N = 10_000

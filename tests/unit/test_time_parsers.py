@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checks.time_parsers import (
+from checks.time.parsers import (
     ChronyTracking,
     KernelTime,
     Unparsable,

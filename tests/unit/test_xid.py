@@ -15,7 +15,7 @@ from agent.xid.kmsg import KernelLine, parse_line
 from agent.xid.monitor import XidMonitor
 from agent.xid.state import StateStore, add_clear
 from checks.policy import load_policy
-from checks.xid_policy import load_xid_policy
+from checks.xid.policy import load_xid_policy
 
 
 class Lines:

@@ -10,7 +10,7 @@ says "Normal" (measured against a real chronyd: tests/integration/test_chrony_re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
 
 from checks.base import Outcome, failed, passed, unknown, warned
-from checks.time_parsers import (
+from checks.time.parsers import (
     MAXERROR_LIMIT_US,
     KernelTime,
     Source,

@@ -22,7 +22,7 @@ from checks.base import (
     unknown,
     warned,
 )
-from checks.xid_eval import (
+from checks.xid.eval import (
     add_state_faults,
     fatal_summary,
     gpu_name,
@@ -31,7 +31,7 @@ from checks.xid_eval import (
     state_for_boot,
     uptime_us,
 )
-from checks.xid_policy import STICKY_CLASSES
+from checks.xid.policy import STICKY_CLASSES
 
 FIX_RESET = (
     "Drain the GPU's workloads, put the agent in NVML maintenance (`touch "

@@ -19,7 +19,7 @@ from checks.base import (
     failed,
     unknown,
 )
-from checks.time_daemons import (
+from checks.time.daemons import (
     TRACKING,
     Settings,
     judge_chrony,
@@ -28,7 +28,7 @@ from checks.time_daemons import (
     judge_ptp,
     judge_timesyncd,
 )
-from checks.time_parsers import KernelTime, Unparsable, parse_adjtimex
+from checks.time.parsers import KernelTime, Unparsable, parse_adjtimex
 
 CHRONY_SOURCES = ("chronyc", "-c", "sources")
 TIMEDATECTL_SHOW = ("timedatectl", "show")

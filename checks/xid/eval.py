@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from agent.xid.events import GpuMap, XidEvent
 from agent.xid.kmsg import parse_line
 from agent.xid.state import cleared
-from checks.xid_policy import STICKY_CLASSES
+from checks.xid.policy import STICKY_CLASSES
 
 
 def uptime_us(host: Any) -> Optional[int]:

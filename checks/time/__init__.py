@@ -1,0 +1,1 @@
+"""time-sync: the check (time_sync.py), its per-daemon verdicts (daemons.py) and parsers."""
