@@ -186,16 +186,8 @@ def _wrap(prefix: str, text: str, width: int = 100) -> List[str]:
     return lines
 
 
-def explain_lines(
-    check: Check,
-    policy: Any,
-    defaults: Any,
-    settings: Mapping[str, Any],
-    origin: Optional[str],
-    citations: Mapping[str, str],
-) -> List[str]:
-    """The text of `explain ID`. ``policy`` is the effective Policy, ``defaults`` the
-    built-in one (to tell a config override from a default), ``settings`` the config."""
+def header_lines(check: Check) -> List[str]:
+    """Title, severity, the gate on each path, interval, requirements and what it is about."""
     lines = [f"{check.id}: {check.title}"]
     lines.append(f"  severity:  {check.severity}")
     lines.append(f"  gates:     {', '.join(check.gates) or '(none)'}")
@@ -204,7 +196,12 @@ def explain_lines(
         lines.append(f"  requires:  {', '.join(check.requires)}")
     if check.description:
         lines += _wrap("  about:     ", check.description)
-    lines.append("  sources:")
+    return lines
+
+
+def source_lines(check: Check) -> List[str]:
+    """Every source the check reads, from its own declaration (what `collect` captures)."""
+    lines = ["  sources:"]
     for path in check.reads:
         lines.append(f"    file     {path}")
     for pattern in check.presence:
@@ -221,8 +218,22 @@ def explain_lines(
     if check.uses_gpus:
         for field in NVML_FIELDS.get(check.id, ("the GPU snapshot (docs/gpu-snapshot.md)",)):
             lines.append(f"    NVML     {field}")
-    if lines[-1] == "  sources:":
+    if len(lines) == 1:
         lines.append("    (none)")
+    return lines
+
+
+def value_lines(
+    check: Check,
+    policy: Any,
+    defaults: Any,
+    settings: Mapping[str, Any],
+    origin: Optional[str],
+    citations: Mapping[str, str],
+) -> List[str]:
+    """The policy and config values the check decides with, per path, each with its source
+    (empty when it reads none)."""
+    lines: List[str] = []
     keys = POLICY_KEYS.get(check.id, ())
     rule = PATH_RULES.get(check.id)
     settings_keys = SETTING_KEYS.get(check.id, ())
@@ -265,6 +276,38 @@ def explain_lines(
         value = _lookup(settings, key)
         shown = "unset" if value is None else value
         lines.append(f"    config {key} = {shown} ({origin or 'built-in default'}; {doc})")
+    return lines
+
+
+def failure_lines(check: Check) -> List[str]:
+    """Each declared failure code (Check.failures): its status, what was found, the fix and
+    the source of the rule; docs/checks.md prints the same list."""
+    if not check.failures:
+        return ["  failures:  (none declared)"]
+    lines = ["  failures:"]
+    for f in check.failures:
+        lines.append(f"    {f.code} ({f.status})")
+        lines += _wrap("      found:  ", f.means)
+        lines += _wrap("      fix:    ", f.fix)
+        lines += _wrap("      source: ", f.source)
+    return lines
+
+
+def explain_lines(
+    check: Check,
+    policy: Any,
+    defaults: Any,
+    settings: Mapping[str, Any],
+    origin: Optional[str],
+    citations: Mapping[str, str],
+) -> List[str]:
+    """The text of `explain ID`. ``policy`` is the effective Policy, ``defaults`` the
+    built-in one (to tell a config override from a default), ``settings`` the config.
+    scripts/gen-check-docs writes docs/checks.md from these same parts."""
+    lines = header_lines(check)
+    lines += source_lines(check)
+    lines += value_lines(check, policy, defaults, settings, origin, citations)
+    lines += failure_lines(check)
     lines += _wrap("  fix:       ", check.remediation)
     return lines
 
