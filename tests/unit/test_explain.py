@@ -102,3 +102,38 @@ def test_every_policy_key_exists_and_cites_a_source():
 
 def test_policy_citations_never_point_outside_the_repository():
     assert not any("DESIGN" in text for text in policy_citations(1).values())
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.id)
+def test_explain_prints_every_declared_failure_code(check):
+    out = run_cli(["explain", check.id]).out
+    flat = " ".join(out.split())
+    for failure in check.failures:
+        assert f"\n    {failure.code} ({failure.status})\n" in out
+        assert " ".join(failure.fix.split()) in flat
+        assert " ".join(failure.source.split()) in flat
+    if not check.failures:
+        assert "  failures:  (none declared)\n" in out
+
+
+def test_failure_lines_show_status_finding_fix_and_source():
+    from agent.explain import failure_lines
+    from agent.model import Check, Failure, Interval, Severity, Status, passed
+
+    check = Check(id="demo", title="t", severity=Severity.WARNING, gates=(),
+                  interval=Interval.SLOW, remediation="r", run=lambda h, p: passed("ok"),
+                  failures=(Failure("file-empty", Status.FAIL, "the file is empty",
+                                    "write the file", "hostname(5)"),
+                            Failure("file-missing", Status.UNKNOWN, "no file", "create it",
+                                    "hostname(5)")))
+    assert failure_lines(check) == [
+        "  failures:",
+        "    file-empty (fail)",
+        "      found:  the file is empty",
+        "      fix:    write the file",
+        "      source: hostname(5)",
+        "    file-missing (unknown)",
+        "      found:  no file",
+        "      fix:    create it",
+        "      source: hostname(5)",
+    ]
