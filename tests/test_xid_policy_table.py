@@ -125,6 +125,12 @@ def _policy():
     return ResolvedPolicy(load_policy(1), "dra")
 
 
+def fix_of(out):
+    """The fix a report shows: the outcome's own remediation, else its declared failure's fix
+    (agent/model.py, as the engine builds CheckResult.remediation)."""
+    return out.remediation or GPU_XID.failure(out.code).fix
+
+
 @pytest.mark.parametrize("code", STICKY, ids=[f"sticky-xid-{c}" for c in STICKY])
 def test_every_sticky_xid_code_fails_gpu_xid_with_its_fix(tmp_path, code):
     """Mutation 'XID 160 reboot -> restart-app' and every other sticky code moved out of
@@ -135,7 +141,7 @@ def test_every_sticky_xid_code_fails_gpu_xid_with_its_fix(tmp_path, code):
     reboot = EXPECTED_XID[code][0] == "reboot"
     assert f"XID {code}" in out.summary
     assert ("needs a reboot" if reboot else "needs a GPU reset") in out.summary
-    assert out.remediation == (FIX_REBOOT if reboot else FIX_RESET)
+    assert fix_of(out) == (FIX_REBOOT if reboot else FIX_RESET)
 
 
 @pytest.mark.parametrize("code", [c for c in sorted(EXPECTED_XID) if c not in STICKY],
@@ -157,7 +163,7 @@ def test_mixed_xids_on_one_gpu_advise_the_reboot(tmp_path, order):
     out = GPU_XID.run(_host(tmp_path, lines), _policy())
     assert out.status == Status.FAIL
     assert out.summary == f"GPU {PCI}: XID 48, 79, 95 (needs a reboot)"
-    assert out.remediation == FIX_REBOOT
+    assert fix_of(out) == FIX_REBOOT
 
 
 def test_mixed_xids_on_two_gpus_advise_per_gpu_and_the_reboot_overall(tmp_path):
@@ -167,13 +173,13 @@ def test_mixed_xids_on_two_gpus_advise_per_gpu_and_the_reboot_overall(tmp_path):
     assert out.status == Status.FAIL
     assert out.summary == (f"GPU {PCI}: XID 48 (needs a GPU reset); "
                            f"GPU {other}: XID 160 (needs a reboot)")
-    assert out.remediation == FIX_REBOOT
+    assert fix_of(out) == FIX_REBOOT
 
 
 def test_reset_class_only_gets_the_reset_fix(tmp_path):
     out = GPU_XID.run(_host(tmp_path, [_line(48, 100.0), _line(95, 101.0)]), _policy())
     assert out.summary == f"GPU {PCI}: XID 48, 95 (needs a GPU reset)"
-    assert out.remediation == FIX_RESET
+    assert fix_of(out) == FIX_RESET
 
 
 def test_a_sticky_reboot_fault_from_the_state_mixed_with_a_logged_reset_xid(tmp_path):
@@ -184,4 +190,4 @@ def test_a_sticky_reboot_fault_from_the_state_mixed_with_a_logged_reset_xid(tmp_
     out = GPU_XID.run(_host(tmp_path, [_line(48)], sticky=sticky), _policy())
     assert out.status == Status.FAIL
     assert out.summary == f"GPU {PCI}: XID 48, 79 x2 (needs a reboot)"
-    assert out.remediation == FIX_REBOOT
+    assert fix_of(out) == FIX_REBOOT

@@ -13,14 +13,28 @@ from typing import Any, Dict, List, Optional, Tuple
 from checks.base import (
     ALL_PATHS,
     Check,
+    CommandResult,
+    Failure,
+    HostView,
     Interval,
     Outcome,
     Severity,
+    Status,
     failed,
     unknown,
 )
+from checks.policy import ResolvedPolicy
 from checks.time.daemons import (
+    DAEMON_UNREADABLE,
+    LOCAL_CLOCK_ONLY,
+    NO_DAEMON,
+    NO_REACHABLE_SOURCE,
+    NOTHING_RECORDED,
+    OFFSET_OVER_LIMIT,
+    OFFSET_OVER_WARNING,
     TRACKING,
+    UNSYNCHRONISED,
+    KernelState,
     Settings,
     judge_chrony,
     judge_kernel,
@@ -45,9 +59,9 @@ RUNS: Tuple[Tuple[str, ...], ...] = (
 TIMEOUT = 5.0
 
 
-def settings_of(policy: Any) -> Settings:
+def settings_of(policy: Optional[ResolvedPolicy]) -> Settings:
     raw: Dict[str, Any] = {}
-    if policy is not None and hasattr(policy, "setting"):
+    if policy is not None:
         raw = policy.setting("time_sync") or {}
     fail = float(raw.get("offset_fail_s", 1.0))
     warn = min(float(raw.get("offset_warn_s", 0.1)), fail)  # warn past fail means fail only
@@ -58,12 +72,13 @@ def _chrony_argv(argv: Tuple[str, ...], socket: Optional[str]) -> Tuple[str, ...
     return (argv[0], "-h", socket, *argv[1:]) if socket else argv
 
 
-def _run(host: Any, argv: Tuple[str, ...]) -> Any:
+def _run(host: HostView, argv: Tuple[str, ...]) -> CommandResult:
     return host.run(list(argv), timeout=TIMEOUT)
 
 
-def _ask_chrony(host: Any, s: Settings, tried: List[str]) -> Optional[Outcome]:
+def _ask_chrony(host: HostView, s: Settings, tried: List[str]) -> Optional[Outcome]:
     tracking = _run(host, _chrony_argv(TRACKING, s.chrony_socket))
+    sources: Optional[CommandResult]
     if tracking.not_recorded and s.chrony_socket:
         # collect records the declared argv only; a bundle holds the plain form.
         tracking = _run(host, TRACKING)
@@ -71,14 +86,16 @@ def _ask_chrony(host: Any, s: Settings, tried: List[str]) -> Optional[Outcome]:
     else:
         sources = _run(host, _chrony_argv(CHRONY_SOURCES, s.chrony_socket)) if tracking.ok else None
     if tracking.timed_out:
-        return unknown(f"chronyd did not answer in time: {tracking.describe()}", daemon="chrony")
+        return unknown(f"chronyd did not answer in time: {tracking.describe()}",
+                       code=DAEMON_UNREADABLE, daemon="chrony")
     if not tracking.ok or sources is None:
         tried.append(tracking.describe())
         return None
     return judge_chrony(tracking, sources, s)
 
 
-def _ask_timesyncd(host: Any, s: Settings, kernel: Any, tried: List[str]) -> Optional[Outcome]:
+def _ask_timesyncd(host: HostView, s: Settings, kernel: KernelState,
+                   tried: List[str]) -> Optional[Outcome]:
     status = _run(host, TIMESYNC_STATUS)
     if not status.ok:
         tried.append(status.describe())
@@ -86,7 +103,7 @@ def _ask_timesyncd(host: Any, s: Settings, kernel: Any, tried: List[str]) -> Opt
     return judge_timesyncd(status, _run(host, TIMEDATECTL_SHOW), kernel, s)
 
 
-def _ask_ntpd(host: Any, s: Settings, tried: List[str]) -> Optional[Outcome]:
+def _ask_ntpd(host: HostView, s: Settings, tried: List[str]) -> Optional[Outcome]:
     peers = _run(host, NTPQ_PEERS)
     # ntpq reports "Connection refused" / "timed out" on stderr when ntpd is not running,
     # with an exit status that differs between ntp and ntpsec: no output = no ntpd.
@@ -95,11 +112,11 @@ def _ask_ntpd(host: Any, s: Settings, tried: List[str]) -> Optional[Outcome]:
         return None
     if "No association" in peers.stdout:
         return failed("ntpd answers but has no associations (no servers configured)",
-                      daemon="ntpd")
+                      code=NO_REACHABLE_SOURCE, daemon="ntpd")
     return judge_ntpd(peers, s)
 
 
-def _time_sync(host: Any, policy: Any) -> Outcome:
+def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
     s = settings_of(policy)
     kernel = parse_adjtimex(host.fact("adjtimex"))
     tried: List[str] = []
@@ -118,7 +135,7 @@ def _time_sync(host: Any, policy: Any) -> Outcome:
     return _with_kernel(outcome, kernel)
 
 
-def _with_kernel(outcome: Outcome, kernel: Any) -> Outcome:
+def _with_kernel(outcome: Outcome, kernel: KernelState) -> Outcome:
     details: Dict[str, Any] = dict(outcome.details)
     if isinstance(kernel, KernelTime):
         details["kernel"] = kernel.details()
@@ -126,8 +143,79 @@ def _with_kernel(outcome: Outcome, kernel: Any) -> Outcome:
         details["kernel"] = {"error": kernel.reason}
     else:
         details["kernel"] = None
-    return Outcome(outcome.status, outcome.summary, details, outcome.remediation)
+    return Outcome(outcome.status, outcome.summary, details, outcome.remediation,
+                   code=outcome.code)
 
+
+FAILURES = (
+    Failure(
+        UNSYNCHRONISED, Status.FAIL,
+        "the time daemon, its server or (PTP) the kernel reports the clock not synchronised",
+        "Look at the daemon's sources (`chronyc sources -v`, `timedatectl timesync-status`, "
+        "`ntpq -p`; on PTP `pmc -u -b 0 'GET TIME_STATUS_NP'`): open UDP 123 to the servers, "
+        "fix the `server`/`pool` lines, and on a large offset step the clock once "
+        "(`chronyc makestep`).",
+        "chronyc(1) tracking (Leap status); systemd timesyncd-manager.c manager_adjust_clock(); "
+        "linux kernel/time/ntp.c (STA_UNSYNC); linuxptp clockadj.c sysclk_set_sync()",
+    ),
+    Failure(
+        OFFSET_OVER_LIMIT, Status.FAIL,
+        "the clock is off by time_sync.offset_fail_s (default 1 s) or more",
+        "Step the clock once (`chronyc makestep`; timesyncd and ntpd step on restart), then "
+        "find why it drifted: a source that disagrees with the others (`chronyc sources -v`), "
+        "a virtual or firmware clock, or a second time daemon fighting the first.",
+        "chronyc(1) tracking (System time); chrony.conf(5) makestep",
+    ),
+    Failure(
+        OFFSET_OVER_WARNING, Status.WARN,
+        "the offset is over time_sync.offset_warn_s (default 100 ms), under the failure limit",
+        "Watch the offset converge (`chronyc tracking`); if it stays, compare the sources "
+        "(`chronyc sources -v`) and step the clock once (`chronyc makestep`).",
+        "chronyc(1) tracking (System time)",
+    ),
+    Failure(
+        NO_REACHABLE_SOURCE, Status.FAIL,
+        "no server answers: none configured (ntpd: no associations), none selected, or the "
+        "selected one silent for the last time_sync.reach_polls polls",
+        "Open UDP 123 from the node to the servers, fix DNS and the `server`/`pool` lines "
+        "(chrony.conf(5), timesyncd.conf(5), ntp.conf(5)), and check each source's reach "
+        "(`chronyc sources -v`, `ntpq -p`).",
+        "RFC 5905 section 9.2 (the reach register); chronyc(1) sources",
+    ),
+    Failure(
+        LOCAL_CLOCK_ONLY, Status.WARN,
+        "the daemon is synchronised only to this host's own clock (chrony `local stratum`, "
+        "ntpd 127.127.1.x / .LOCL.)",
+        "Configure real `server`/`pool` sources; keep `local stratum` for isolated time "
+        "servers only.",
+        "chrony.conf(5) local; ntp.conf(5) (the undisciplined local clock driver 127.127.1.x)",
+    ),
+    Failure(
+        NO_DAEMON, Status.FAIL,
+        "no time daemon answered and the kernel (or timedatectl) reports the clock not "
+        "synchronised",
+        "Run one time daemon: chrony (`systemctl enable --now chronyd`), systemd-timesyncd "
+        "(`timedatectl set-ntp true`) or ntpd; on PTP, phc2sys/ptp4l.",
+        "linux kernel/time/ntp.c (STA_UNSYNC, NTP_PHASE_LIMIT 16 s); systemd ntp_synced()",
+    ),
+    Failure(
+        DAEMON_UNREADABLE, Status.UNKNOWN,
+        "a time daemon answered, but too late, with an error, or in a format the agent "
+        "does not know",
+        "Run the command the summary names by hand; if chronyd hangs, restart it "
+        "(`systemctl restart chronyd`); a new output format: report it with a bundle "
+        "(`gpu-node-agent collect`).",
+        "chronyc(1) -c (CSV output); timedatectl(1) timesync-status; ntpq(1) -p",
+    ),
+    Failure(
+        NOTHING_RECORDED, Status.UNKNOWN,
+        "the verdict rests on the kernel's clock state (no daemon answered, or PTP), and it "
+        "was not captured or could not be read",
+        "Run the check on the live host (it calls adjtimex(2)) or capture a bundle with the "
+        "`adjtimex` fact (`gpu-node-agent collect`).",
+        "adjtimex(2)",
+    ),
+)
 
 TIME_SYNC = Check(
     id="time-sync",
@@ -142,7 +230,8 @@ TIME_SYNC = Check(
         "fix `server`/`pool` lines, and on a large offset step the clock once "
         "(`chronyc makestep`). Do not rely on the local clock (`local stratum`) on a node."
     ),
-    run=_time_sync,
+    run=run,
+    failures=FAILURES,
     runs=RUNS,
     facts=("adjtimex",),
     timeout_s=25.0,

@@ -5,10 +5,11 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from agent.xid.events import GpuMap, XidEvent
 from agent.xid.kmsg import parse_line
 from agent.xid.state import cleared
-from checks.xid.policy import STICKY_CLASSES
+from checks.base import HostView
+from checks.xid.policy import STICKY_CLASSES, Threshold, XidPolicy
 
 
-def uptime_us(host: Any) -> Optional[int]:
+def uptime_us(host: HostView) -> Optional[int]:
     text = host.read_text_or_none("/proc/uptime")
     try:
         return int(float(text.split()[0]) * 1_000_000) if text else None
@@ -31,8 +32,8 @@ def state_for_boot(sticky: Any, boot_id: Optional[str]) -> Dict[str, Any]:
 
 
 def over_threshold(
-    events: List[XidEvent], xid: Any, now_us: Optional[int], now_wall: Optional[float]
-) -> List[Tuple[str, int, int, Any]]:
+    events: List[XidEvent], xid: XidPolicy, now_us: Optional[int], now_wall: Optional[float]
+) -> List[Tuple[str, int, int, Threshold]]:
     groups: Dict[Tuple[str, int], List[XidEvent]] = {}
     for ev in events:
         groups.setdefault((gpu_name(ev.gpu()), ev.code), []).append(ev)

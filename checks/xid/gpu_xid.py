@@ -14,14 +14,18 @@ from agent.xid.state import cleared
 from checks.base import (
     ALL_PATHS,
     Check,
+    Failure,
+    HostView,
     Interval,
     Outcome,
     Severity,
+    Status,
     failed,
     passed,
     unknown,
     warned,
 )
+from checks.policy import ResolvedPolicy
 from checks.xid.eval import (
     add_state_faults,
     fatal_summary,
@@ -43,9 +47,64 @@ FIX_REBOOT = (
     "Drain the node and reboot it (a GPU that fell off the bus does not come back without one); "
     "if it recurs, reseat or replace the GPU. `gpu-node-agent clear` only for a false alarm."
 )
+FIX_REPEATING = (
+    "Application-level XIDs are repeating on this GPU: look at the workloads that ran "
+    "on it; if different applications hit it, drain and reset the GPU."
+)
+CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+XID_NEEDS_RESET = "xid-needs-reset"
+XID_NEEDS_REBOOT = "xid-needs-reboot"
+XID_REPEATING = "xid-repeating"
+XID_REPEATING_FAIL = "xid-repeating-fail"
+KERNEL_LOG_UNREADABLE = "kernel-log-unreadable"
+KERNEL_LOG_UNRECOGNISED = "kernel-log-unrecognised"
+FAILURES = (
+    Failure(
+        XID_NEEDS_RESET, Status.FAIL,
+        "an XID of class reset-gpu since boot (or kept in the sticky state) that no GPU reset "
+        "or `clear` has cleared",
+        FIX_RESET,
+        f"NVIDIA XID catalog, Resolution Bucket RESET_GPU ({CATALOG})",
+    ),
+    Failure(
+        XID_NEEDS_REBOOT, Status.FAIL,
+        "an XID of class reboot since boot (or kept in the sticky state) on at least one GPU",
+        FIX_REBOOT,
+        f"NVIDIA XID catalog, Resolution Bucket RESTART_BM ({CATALOG})",
+    ),
+    Failure(
+        XID_REPEATING, Status.WARN,
+        "an application-level (restart-app) XID repeated on one GPU at least its threshold's "
+        "count within its window (default 10 in 3600 s)",
+        FIX_REPEATING,
+        f"NVIDIA XID catalog, Resolution Bucket RESTART_APP ({CATALOG}); the count and window "
+        "are the policy's (policy.xid thresholds)",
+    ),
+    Failure(
+        XID_REPEATING_FAIL, Status.FAIL,
+        "as xid-repeating, for a code whose threshold the policy sets to `status: fail`",
+        FIX_REPEATING,
+        f"NVIDIA XID catalog, Resolution Bucket RESTART_APP ({CATALOG}); the threshold's status "
+        "is the policy's (policy.xid thresholds)",
+    ),
+    Failure(
+        KERNEL_LOG_UNREADABLE, Status.UNKNOWN,
+        "the kernel log is not readable (no /dev/kmsg access and no journal), and no sticky "
+        "fault is recorded",
+        "Run as root (CAP_SYSLOG) or give the agent access to the journal.",
+        "linux Documentation/admin-guide/sysctl/kernel.rst (dmesg_restrict); "
+        "Documentation/ABI/testing/dev-kmsg",
+    ),
+    Failure(
+        KERNEL_LOG_UNRECOGNISED, Status.UNKNOWN,
+        "the kernel log has lines, none of them in a kernel log format",
+        "Capture the log again (`gpu-node-agent collect`).",
+        "linux Documentation/ABI/testing/dev-kmsg (the record format); dmesg(1)",
+    ),
+)
 
 
-def _gpu_xid(host: Any, policy: Any) -> Outcome:
+def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
     xid = policy.policy.xid
     lines = host.kmsg()
     sticky = host.fact("sticky")
@@ -82,18 +141,18 @@ def _gpu_xid(host: Any, policy: Any) -> Outcome:
     if fatal:
         text = fatal_summary(fatal)
         reboot = any(v["class"] == "reboot" for v in fatal.values())
-        return failed(text, FIX_REBOOT if reboot else FIX_RESET, **details)
+        return failed(text, code=XID_NEEDS_REBOOT if reboot else XID_NEEDS_RESET, **details)
     if lines is None:
         return unknown(
             "kernel log not readable (no /dev/kmsg access and no journal); "
             "sticky state " + ("has no faults" if sticky is not None else "unknown"),
-            "Run as root (CAP_SYSLOG) or give the agent access to the journal.",
+            code=KERNEL_LOG_UNREADABLE,
             **details,
         )
     if lines and not recognised(lines):
         return unknown(
             f"kernel log has {len(lines)} line(s), none in a kernel log format",
-            "Capture the log again (`gpu-node-agent collect`).",
+            code=KERNEL_LOG_UNRECOGNISED,
             **details,
         )
     now_wall = max((e.wall for e in events if e.wall is not None), default=None)
@@ -106,12 +165,9 @@ def _gpu_xid(host: Any, policy: Any) -> Outcome:
         text = "; ".join(
             f"{g}: XID {c} x{n} in {th.window_s}s (threshold {th.count})" for g, c, n, th in over
         )[:300]
-        fix = (
-            "Application-level XIDs are repeating on this GPU: look at the workloads that ran "
-            "on it; if different applications hit it, drain and reset the GPU."
-        )
-        fail = any(th.status == "fail" for *_, th in over)
-        return (failed if fail else warned)(text, fix, **details)
+        if any(th.status == "fail" for *_, th in over):
+            return failed(text, code=XID_REPEATING_FAIL, **details)
+        return warned(text, code=XID_REPEATING, **details)
     total = sum(counts.values())
     if total:
         return passed(
@@ -129,7 +185,8 @@ GPU_XID = Check(
     gates=ALL_PATHS,
     interval=Interval.FAST,
     remediation=FIX_RESET,
-    run=_gpu_xid,
+    run=run,
+    failures=FAILURES,
     reads=("/proc/uptime",),
     facts=("sticky",),
     uses_gpus=True,

@@ -72,6 +72,58 @@ def test_config_override_changes_the_class(tmp_path):
     assert check["status"] == "pass"
 
 
+# The failure code each bundle's situation is (the check's declared failures, checks/xid/gpu_xid.py):
+# a reset-gpu XID, a reboot XID (79: the catalog's RESTART_BM), XID 13 twelve times in an hour
+# against the default 10/3600 s threshold, no log at all, a log with no kernel-log line.
+@pytest.mark.parametrize(
+    "name, code",
+    [
+        ("xid-119-real-kmsg", "xid-needs-reset"),
+        ("xid-reset-class-dmesg", "xid-needs-reset"),
+        ("xid-sticky-state", "xid-needs-reset"),
+        ("xid-79-kmsg", "xid-needs-reboot"),
+        ("xid-13-repeating", "xid-repeating"),
+        ("xid-no-kernel-log", "kernel-log-unreadable"),
+        ("gpu-xid-kernel-log-unrecognised", "kernel-log-unrecognised"),
+        ("xid-none", None),
+    ],
+)
+def test_fixture_hosts_name_their_failure_code(name, code):
+    _, check = gpu_xid(name)
+    assert check["code"] == code, check["summary"]
+    if code is not None:
+        assert check["status"] == str(GPU_XID.failure(code).status)
+    if check["status"] in ("fail", "warn"):
+        # an unknown on a bundle gets the engine's "capture it" advice instead (agent/engine.py)
+        assert check["remediation"] == GPU_XID.failure(code).fix
+
+
+def test_unrecognised_kernel_log_is_unknown_not_no_xid():
+    _, check = gpu_xid("gpu-xid-kernel-log-unrecognised")
+    # the bundle's kmsg.log: four lines of an HTTP error page
+    assert check["status"] == "unknown"
+    assert check["summary"] == "kernel log has 4 line(s), none in a kernel log format"
+    assert check["details"]["kernel_log"] is True and check["details"]["xid_counts"] == {}
+
+
+def test_a_threshold_set_to_fail_fails_with_its_own_code(tmp_path):
+    """No bundle carries a config, so the `status: fail` threshold is driven by one: XID 13
+    twelve times in 3600 s against a threshold of 10 that fails."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(json.dumps({"policy": {"xid": {"codes": {13: {
+        "threshold": {"count": 10, "window_s": 3600, "status": "fail"}}}}}}))
+    rc, check = gpu_xid("xid-13-repeating", "--config", str(cfg))
+    assert (rc, check["status"], check["code"]) == (1, "fail", "xid-repeating-fail")
+    assert "XID 13 x12 in 3600s (threshold 10)" in check["summary"]
+
+
+def test_every_declared_failure_names_a_fix_and_a_source():
+    codes = [f.code for f in GPU_XID.failures]
+    assert len(codes) == len(set(codes)) == 6
+    for f in GPU_XID.failures:
+        assert f.fix and f.source and f.means, f.code
+
+
 def test_bad_override_is_a_config_error(tmp_path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text("policy:\n  xid:\n    codes:\n      13: {class: sometimes}\n")

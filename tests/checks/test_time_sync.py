@@ -54,6 +54,50 @@ def test_fixture_hosts(name, status, needles):
         assert needle in out.summary
 
 
+# The failure code of each bundle's situation, by the declared failures of checks/time/time_sync.py:
+# chrony "Not synchronised" and PTP with STA_UNSYNC are unsynchronised; reach 300 (silent for 6
+# polls) and no `*` source are no reachable source; +2.5 s is over the 1 s limit, -250 ms over the
+# 100 ms warning; `local stratum` and ntpd's missing system peer; no daemon with the kernel or
+# timedatectl saying unsynchronised; a truncated CSV; no daemon and no adjtimex fact.
+CODES = {
+    "time-chrony-synced": None,
+    "time-chrony-synced-no-rtcsync": None,
+    "time-chrony-one-poll-lost-reach376": None,
+    "time-chrony-three-polls-lost-reach370": None,
+    "time-chrony-unsynchronised": "unsynchronised",
+    "time-chrony-server-stopped-unreachable": "no-reachable-source",
+    "time-chrony-server-stopped-reach300": "no-reachable-source",
+    "time-chrony-local-only": "local-clock-only",
+    "time-chrony-offset-fail": "offset-over-limit",
+    "time-chrony-offset-warn": "offset-over-warning",
+    "time-chrony-truncated": "daemon-unreadable",
+    "time-ntpd-synced": None,
+    "time-ntpd-no-system-peer": "no-reachable-source",
+    "time-timesyncd-synced": None,
+    "time-timedatectl-not-synchronized": "no-daemon",
+    "time-ptp-synced": None,
+    "time-ptp-unsynchronised": "unsynchronised",
+    "time-kernel-only-unsynchronised": "no-daemon",
+    "time-nothing-recorded": "nothing-recorded",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CODES))
+def test_fixture_hosts_name_their_failure_code(name):
+    out = evaluate(name)
+    assert out.code == CODES[name], out.summary
+    if out.code is not None:
+        assert out.status == TIME_SYNC.failure(out.code).status
+
+
+def test_every_declared_failure_has_a_bundle_and_a_fix():
+    declared = {f.code for f in TIME_SYNC.failures}
+    assert declared == {c for c in CODES.values() if c is not None}
+    assert len(TIME_SYNC.failures) == len(declared) == 8
+    for f in TIME_SYNC.failures:
+        assert f.fix and f.source and f.means, f.code
+
+
 def test_every_time_bundle_has_an_expectation():
     tested = {p[0] for p in test_fixture_hosts.pytestmark[0].args[1]}
     assert {p.name for p in BUNDLES.glob("time-*")} == tested
