@@ -3,75 +3,85 @@
 It owns every NVML-level error in the snapshot (docs/gpu-snapshot.md, ``error.kind``), so
 each kind gets its own summary and fix; the GPU health checks then skip naming it.
 """
-from typing import Any, Dict, Tuple
+from dataclasses import replace
+from typing import Any, Dict, Mapping, Tuple
 
-from checks.base import ALL_PATHS, Check, Interval, Outcome, Severity, failed, passed, unknown
-from checks.gpu_common import malformed, snapshot_problem, text
+from checks.base import (
+    ALL_PATHS,
+    Check,
+    Failure,
+    HostView,
+    Interval,
+    Outcome,
+    Severity,
+    Status,
+    failed,
+    passed,
+    unknown,
+)
+from checks.gpu.common import malformed, snapshot_problem, text
+from checks.policy import ResolvedPolicy
 
-# kind -> (summary, remediation). Messages name the missing library or driver.
+SNAPSHOT_DOC = "docs/gpu-snapshot.md (\"## Errors\": error.kind)"
+NVML_H = "nvml.h (nvmlReturn_t), as the NVML worker maps it into docs/gpu-snapshot.md error.kind"
+
+# kind -> (summary, failure code). Messages name the missing library or driver; each code's
+# fix is its declared Failure's.
 KINDS: Dict[str, Tuple[str, str]] = {
     "library_not_found": (
         "libnvidia-ml.so.1 not found: the NVIDIA driver's userspace libraries are not installed",
-        "Install the NVIDIA data center driver (its userspace package provides libnvidia-ml.so.1) "
-        "and make sure the loader finds it (`ldconfig -p | grep libnvidia-ml`).",
+        "library-not-found",
     ),
-    "driver_not_loaded": (
-        "NVML: the NVIDIA kernel module is not loaded",
-        "Load the driver (`modprobe nvidia`); see driver-loaded.",
-    ),
+    "driver_not_loaded": ("NVML: the NVIDIA kernel module is not loaded", "driver-not-loaded"),
     "driver_library_mismatch": (
         "Driver/library version mismatch: the loaded kernel module and libnvidia-ml differ "
         "(NVML error 18)",
-        "The driver packages were upgraded without reloading the module: drain the node and reboot "
-        "(or unload and reload the nvidia modules); see driver-library-match.",
+        "driver-library-mismatch",
     ),
     "no_permission": (
         "NVML: insufficient permissions to open the NVIDIA device nodes",
-        "Run the agent as root (the packaged systemd unit does) or grant access to /dev/nvidia*.",
+        "no-permission",
     ),
     "function_not_found": (
         "NVML: the driver's libnvidia-ml lacks a function NVML needs at init (driver too old)",
-        "Install a driver branch at or above the path's minimum (see driver-branch).",
+        "function-not-found",
     ),
-    "timeout": (
-        "driver unresponsive",
-        "The driver is wedged: check `dmesg` for XIDs, drain the node, and reset the GPUs "
-        "(`nvidia-smi -r` after stopping GPU clients, see docs/runbook-nvml.md) or reboot.",
-    ),
+    "timeout": ("driver unresponsive", "nvml-timeout"),
     "worker_stuck": (
         "driver unresponsive: the previous NVML worker is stuck in the driver",
-        "A process stuck in the NVIDIA driver survives SIGKILL; drain the node and reboot.",
+        "worker-stuck",
     ),
-    "gpu_lost": (
-        "NVML: a GPU is lost (fell off the bus)",
-        "Drain the node, check `dmesg` for XID 79, reseat or replace the GPU, and reboot.",
-    ),
+    "gpu_lost": ("NVML: a GPU is lost (fell off the bus)", "gpu-lost"),
 }
+OTHER_KIND = "nvml-failed"  # a kind this table does not know (newer worker, other NVML error)
 NOT_A_VERDICT = ("maintenance", "worker_failed", "worker_error")
 
 
-def _nvml_responsive(host: Any, policy: Any) -> Outcome:
+def _nvml_responsive(host: HostView, policy: ResolvedPolicy) -> Outcome:
     snap = host.gpus()
     if snap is None:
-        return unknown("GPU snapshot not captured for this host (no gpus.json)")
+        return unknown("GPU snapshot not captured for this host (no gpus.json)",
+                       code="snapshot-missing")
     problem = snapshot_problem(snap)  # a field of the wrong type: unknown naming it
     if problem is not None:
-        return malformed(problem)
+        return replace(malformed(problem), code="snapshot-malformed")
     err = snap.get("error")
     if err:
         # text(): printable (a JSON "\ud800" is a lone surrogate no stream can encode)
         kind = text(err.get("kind") or "unknown")
         message = text(err.get("message") or "", 200)
-        details = {"kind": kind, "message": message, "nvml_code": err.get("nvml_code")}
+        details: Dict[str, Any] = {
+            "kind": kind, "message": message, "nvml_code": err.get("nvml_code"),
+        }
         if kind in NOT_A_VERDICT:  # the agent's own state, not the host's: cannot tell
             why = f"NVML not read: {kind}" + (f" ({message})" if message else "")
-            return unknown(why, **details)
-        summary, fix = KINDS.get(kind, (f"NVML failed: {kind}", "See `dmesg` and the driver logs."))
+            return unknown(why, code="nvml-not-read", **details)
+        summary, code = KINDS.get(kind, (f"NVML failed: {kind}", OTHER_KIND))
         if message and message not in summary:
             summary += f" ({message})"
-        return failed(summary, fix, **details)
+        return failed(summary, code=code, **details)
     count = snap.get("device_count", len(snap.get("gpus") or []))
-    worker = snap.get("worker") or {}
+    worker: Mapping[str, Any] = snap.get("worker") or {}
     took = f" in {worker['wall_s']:.2f}s" if isinstance(worker.get("wall_s"), (int, float)) else ""
     lost = [g.get("index") for g in snap.get("gpus") or [] if g.get("error")]
     return passed(
@@ -98,4 +108,54 @@ NVML_RESPONSIVE = Check(
     # NVML client's own deadline decides, so the verdict is "fail: unresponsive", not a
     # generic engine timeout.
     timeout_s=90.0,
+    failures=(
+        Failure("snapshot-missing", Status.UNKNOWN,
+                "no GPU snapshot for this host (gpus.json not captured)",
+                "Capture a new bundle on the host (`gpu-node-agent collect`), which records the "
+                "NVML snapshot, or run the check on the host itself.", SNAPSHOT_DOC),
+        Failure("snapshot-malformed", Status.UNKNOWN,
+                "a field of the GPU snapshot has the wrong type",
+                "Capture the snapshot again (`gpu-node-agent collect`); a gpus.json edited by "
+                "hand must keep the documented schema.", "docs/gpu-snapshot.md (field table)"),
+        Failure("nvml-not-read", Status.UNKNOWN,
+                "the agent did not read NVML (maintenance, or its NVML worker failed): no "
+                "verdict on the host",
+                "Wait for the maintenance window to end, or see the agent's log for the NVML "
+                "worker's error and re-run the check.", SNAPSHOT_DOC),
+        Failure("library-not-found", Status.FAIL,
+                "libnvidia-ml.so.1 not found: the driver's userspace libraries are missing",
+                "Install the NVIDIA data center driver (its userspace package provides "
+                "libnvidia-ml.so.1) and make sure the loader finds it "
+                "(`ldconfig -p | grep libnvidia-ml`).", NVML_H),
+        Failure("driver-not-loaded", Status.FAIL, "NVML finds no loaded NVIDIA kernel module",
+                "Load the driver (`modprobe nvidia`); see driver-loaded.", NVML_H),
+        Failure("driver-library-mismatch", Status.FAIL,
+                "the loaded kernel module and libnvidia-ml differ (NVML error 18)",
+                "The driver packages were upgraded without reloading the module: drain the "
+                "node and reboot (or unload and reload the nvidia modules); see "
+                "driver-library-match.", NVML_H),
+        Failure("no-permission", Status.FAIL,
+                "NVML may not open the NVIDIA device nodes",
+                "Run the agent as root (the packaged systemd unit does) or grant access to "
+                "/dev/nvidia*.", NVML_H),
+        Failure("function-not-found", Status.FAIL,
+                "the driver's libnvidia-ml lacks a function NVML needs at init (driver too "
+                "old)",
+                "Install a driver branch at or above the path's minimum (see driver-branch).",
+                NVML_H),
+        Failure("nvml-timeout", Status.FAIL,
+                "NVML did not answer within its deadline: the driver is unresponsive",
+                "The driver is wedged: check `dmesg` for XIDs, drain the node, and reset the "
+                "GPUs (`nvidia-smi -r` after stopping GPU clients, see docs/runbook-nvml.md) or "
+                "reboot.", SNAPSHOT_DOC),
+        Failure("worker-stuck", Status.FAIL,
+                "the previous NVML worker is stuck in the driver",
+                "A process stuck in the NVIDIA driver survives SIGKILL; drain the node and "
+                "reboot.", SNAPSHOT_DOC),
+        Failure("gpu-lost", Status.FAIL, "NVML reports a GPU lost (fell off the bus)",
+                "Drain the node, check `dmesg` for XID 79, reseat or replace the GPU, and "
+                "reboot.", NVML_H),
+        Failure(OTHER_KIND, Status.FAIL, "NVML failed with an error no other code names",
+                "See `dmesg` and the driver logs.", NVML_H),
+    ),
 )

@@ -1,11 +1,15 @@
-"""allocation-owner (host evidence) on fixture hosts: one owner, the right one, and whether
-GPUs are in use through it."""
+"""allocation-owner on fixture hosts: one owner, the right one, and whether GPUs are in use
+through it (host evidence); MPS sharing on the captured Node (its cluster part,
+checks/allocation/cluster.py, on bundles whose host.json carries the `node` fact)."""
+import json
+
 import pytest
 
 from agent.config import Config
 from agent.host.bundle import load_bundle
 from agent.host.seam import Host, StaticFacts
-from checks.allocation_owner import ALLOCATION_OWNER, dp_pods, dra_claims
+from checks.allocation.allocation_owner import ALLOCATION_OWNER, dp_pods, dra_claims
+from checks.allocation.cluster import mps_conflict, node_unavailable_reason
 from checks.policy import ResolvedPolicy, load_policy
 from tests.conftest import bundle
 
@@ -91,3 +95,24 @@ def test_no_kubelet_is_skip_and_kubelet_without_owners_passes(tmp_path):
     (tmp_path / "var/lib/kubelet/device-plugins/kubelet.sock").write_text("")
     out = run(None, "dra", Host(tmp_path))
     assert out.status == "pass" and "none registered yet" in out.summary
+
+
+def facts(name):
+    with open(bundle(name) + "/host.json") as fh:
+        return json.load(fh)
+
+
+def test_mps_capable_blocks_only_the_device_plugin_path():
+    node = facts("kube-mps-capable")["node"]
+    assert "nvidia.com/mps.capable=true" in mps_conflict(node, "device-plugin")
+    for path in ("dra", "operator-clusterpolicy", "operator-gpucluster"):
+        assert mps_conflict(node, path) is None
+    assert mps_conflict(facts("kube-runtimeclass-ok")["node"], "device-plugin") is None
+
+
+def test_mps_unknown_when_the_node_is_unavailable():
+    node = facts("kube-api-unreachable")["node"]
+    assert mps_conflict(node, "device-plugin") is None
+    assert "not reachable" in node_unavailable_reason(node)
+    assert "not captured" in node_unavailable_reason(None)
+    assert node_unavailable_reason(facts("kube-mps-capable")["node"]) is None

@@ -1,10 +1,7 @@
-"""runtimeclass-handler and the cluster part of allocation-owner on fixture bundles whose
-host.json carries the API facts (`runtimeclasses`, `node`) as agent/kube/facts.py records them."""
-import json
-
+"""runtimeclass-handler on fixture bundles whose host.json carries the API facts
+(`runtimeclasses`, `node`) as agent/kube/facts.py records them."""
 import pytest
 
-from checks.allocation_owner_cluster import mps_conflict, node_unavailable_reason
 from tests.conftest import bundle, run_cli
 
 
@@ -40,27 +37,6 @@ def test_handler_follows_the_containerd_config(tmp_path):
     cfg.write_text("containerd:\n  handler: nvidia-cdi\n")
     _, check, _ = result("kube-runtimeclass-handler-mismatch", extra=("--config", str(cfg)))
     assert check["status"] == "pass"
-
-
-def facts(name):
-    with open(bundle(name) + "/host.json") as fh:
-        return json.load(fh)
-
-
-def test_mps_capable_blocks_only_the_device_plugin_path():
-    node = facts("kube-mps-capable")["node"]
-    assert "nvidia.com/mps.capable=true" in mps_conflict(node, "device-plugin")
-    for path in ("dra", "operator-clusterpolicy", "operator-gpucluster"):
-        assert mps_conflict(node, path) is None
-    assert mps_conflict(facts("kube-runtimeclass-ok")["node"], "device-plugin") is None
-
-
-def test_mps_unknown_when_the_node_is_unavailable():
-    node = facts("kube-api-unreachable")["node"]
-    assert mps_conflict(node, "device-plugin") is None
-    assert "not reachable" in node_unavailable_reason(node)
-    assert "not captured" in node_unavailable_reason(None)
-    assert node_unavailable_reason(facts("kube-mps-capable")["node"]) is None
 
 
 def test_check_shows_what_it_would_write_against_the_captured_node():

@@ -1,13 +1,16 @@
 """toolkit-version: NVIDIA Container Toolkit installed and within the path's range."""
 import re
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 from checks.base import (
     ALL_PATHS,
     Check,
+    Failure,
+    HostView,
     Interval,
     Outcome,
     Severity,
+    Status,
     failed,
     passed,
     skipped,
@@ -15,11 +18,15 @@ from checks.base import (
     version_str,
     version_tuple,
 )
+from checks.policy import ResolvedPolicy
 
 CTK_ARGV = ("nvidia-ctk", "--version")
 DPKG_STATUS = "/var/lib/dpkg/status"
 PACKAGE = "nvidia-container-toolkit"
 _CTK_LINE = re.compile(r"NVIDIA Container Toolkit CLI version\s+(\S+)")
+# The minimum is policy data (policy_v1.yaml `toolkit`, which cites it).
+MINIMUM = ("NVIDIA Container Toolkit release notes v1.18.0 (CDI generation and the "
+           "nvidia-cdi-refresh units the NVIDIA DRA driver for GPUs requires)")
 
 
 def dpkg_version(text: str, package: str) -> Optional[str]:
@@ -33,7 +40,7 @@ def dpkg_version(text: str, package: str) -> Optional[str]:
     return None
 
 
-def _installed_version(host: Any) -> Tuple[Optional[Tuple[int, int, int]], str, Optional[str]]:
+def _installed_version(host: HostView) -> Tuple[Optional[Tuple[int, int, int]], str, Optional[str]]:
     """(version, source, problem): problem is set when the answer is "not installed"."""
     res = host.run(list(CTK_ARGV), timeout=10)
     if res.ok:
@@ -49,7 +56,7 @@ def _installed_version(host: Any) -> Tuple[Optional[Tuple[int, int, int]], str, 
     return None, "", res.describe()
 
 
-def _toolkit_version(host: Any, policy: Any) -> Outcome:
+def _toolkit_version(host: HostView, policy: ResolvedPolicy) -> Outcome:
     tp = policy.policy.toolkit
     if tp.managed_by_operator and policy.path.startswith("operator-"):
         return skipped(f"the GPU Operator installs the toolkit on the {policy.path} path")
@@ -59,17 +66,21 @@ def _toolkit_version(host: Any, policy: Any) -> Outcome:
     if problem == "nvidia-ctk not installed":
         return failed(
             f"NVIDIA Container Toolkit not installed (the {policy.path} path needs it {need})",
+            code="toolkit-missing",
             minimum=need,
         )
     if problem:
-        return unknown(f"cannot read the toolkit version: {problem}")
+        return unknown(f"cannot read the toolkit version: {problem}",
+                       code="toolkit-version-unreadable")
     if version is None:
-        return unknown(f"unrecognised toolkit version output from {source}")
+        return unknown(f"unrecognised toolkit version output from {source}",
+                       code="toolkit-version-unreadable")
     details = {"version": version_str(version), "source": source, "minimum": need}
     if minimum and version < minimum:
         return failed(
             f"NVIDIA Container Toolkit {version_str(version)} is below {version_str(minimum)} "
             f"required on the {policy.path} path",
+            code="toolkit-too-old",
             **details,
         )
     return passed(f"NVIDIA Container Toolkit {version_str(version)} ({need})", **details)
@@ -91,4 +102,29 @@ TOOLKIT_VERSION = Check(
     reads=(DPKG_STATUS,),
     runs=(CTK_ARGV,),
     timeout_s=15.0,
+    failures=(
+        Failure(
+            "toolkit-missing", Status.FAIL,
+            "the NVIDIA Container Toolkit is not installed (no nvidia-ctk, no dpkg record)",
+            "Install the NVIDIA Container Toolkit from NVIDIA's repository "
+            "(`apt-get install nvidia-container-toolkit` / `dnf install "
+            "nvidia-container-toolkit`), then run `nvidia-ctk runtime configure "
+            "--runtime=containerd` and restart containerd.",
+            MINIMUM,
+        ),
+        Failure(
+            "toolkit-version-unreadable", Status.UNKNOWN,
+            "`nvidia-ctk --version` failed or printed no version, and dpkg records none",
+            "Run `nvidia-ctk --version` on the host and repair the toolkit package.",
+            "nvidia-ctk --version (NVIDIA Container Toolkit CLI); dpkg status file (dpkg(1))",
+        ),
+        Failure(
+            "toolkit-too-old", Status.FAIL,
+            "the NVIDIA Container Toolkit is older than the allocation path's minimum",
+            "Upgrade the NVIDIA Container Toolkit from NVIDIA's repository to 1.18 or newer "
+            "on DRA paths, then run `nvidia-ctk runtime configure --runtime=containerd` and "
+            "restart containerd.",
+            MINIMUM,
+        ),
+    ),
 )

@@ -9,38 +9,44 @@ Source: kubernetes.io/docs/concepts/containers/runtime-class/. Reads the API thr
 (e.g. before `nodeadm init`).
 """
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from checks.base import (
     RUNTIME_HANDLER_PATHS,
     Check,
+    Failure,
+    HostView,
     Interval,
     Outcome,
     Severity,
+    Status,
     failed,
     passed,
     skipped,
     unknown,
 )
+from checks.policy import ResolvedPolicy
 
 DEFAULT_NAME = "nvidia"
+SOURCE = "kubernetes.io/docs/concepts/containers/runtime-class/"
 
 
-def _settings(policy: Any) -> "tuple[str, str]":
+def _settings(policy: ResolvedPolicy) -> Tuple[str, str]:
     settings = getattr(policy, "settings", {}) or {}
     handler = str((settings.get("containerd") or {}).get("handler") or "nvidia")
     name = str((settings.get("kube") or {}).get("runtimeclass") or DEFAULT_NAME)
     return name, handler
 
 
-def _runtimeclass_handler(host: Any, policy: Any) -> Outcome:
+def _runtimeclass_handler(host: HostView, policy: ResolvedPolicy) -> Outcome:
     name, handler = _settings(policy)
     fact = host.fact("runtimeclasses")
     if fact is None:
         return skipped("RuntimeClasses not captured for this host (needs the Kubernetes API)",
                        kind="input-missing")
     if not isinstance(fact, dict):
-        return unknown(f"unexpected runtimeclasses fact: {type(fact).__name__}")
+        return unknown(f"unexpected runtimeclasses fact: {type(fact).__name__}",
+                       code="runtimeclasses-malformed")
     if "error" in fact:
         return skipped(f"Kubernetes API not reachable: {str(fact['error'])[:200]}",
                        kind="input-missing")
@@ -50,6 +56,7 @@ def _runtimeclass_handler(host: Any, policy: Any) -> Outcome:
     if found is None:
         return failed(
             f"RuntimeClass {name!r} not found (cluster has: {', '.join(names) or 'none'})",
+            code="runtimeclass-missing",
             runtimeclasses=names,
         )
     actual = found.get("handler")
@@ -61,6 +68,7 @@ def _runtimeclass_handler(host: Any, policy: Any) -> Outcome:
                 f"immutable, so delete and re-create it), or set containerd.handler to "
                 f"{actual!r} if that is the runtime containerd has."
             ),
+            code="handler-mismatch",
             runtimeclass=name,
             handler=actual,
             expected_handler=handler,
@@ -83,4 +91,31 @@ RUNTIMECLASS_HANDLER = Check(
     run=_runtimeclass_handler,
     facts=("runtimeclasses",),
     timeout_s=15.0,
+    failures=(
+        Failure(
+            "runtimeclasses-malformed", Status.UNKNOWN,
+            "the runtimeclasses fact is not the RuntimeClassList the API returns",
+            "Capture the RuntimeClasses again (`gpu-node-agent collect` on the node, with the "
+            "API reachable); a bundle edited by hand must keep the API's list shape.",
+            SOURCE,
+        ),
+        Failure(
+            "runtimeclass-missing", Status.FAIL,
+            "the cluster has no RuntimeClass of the configured name (pods asking for it are "
+            "not admitted)",
+            "A cluster admin creates it: `kubectl apply -f -` with apiVersion node.k8s.io/v1, "
+            "kind RuntimeClass, metadata.name nvidia, handler nvidia (the GPU Operator and the "
+            "device plugin's Helm chart create it too). A node cannot: its identity may only "
+            "read RuntimeClasses.",
+            SOURCE,
+        ),
+        Failure(
+            "handler-mismatch", Status.FAIL,
+            "the RuntimeClass's handler is not the runtime containerd has (pod sandboxes fail)",
+            "Make the RuntimeClass use containerd's runtime name as its handler (a cluster "
+            "admin: it is immutable, so delete and re-create it), or set containerd.handler to "
+            "the runtime containerd has.",
+            SOURCE,
+        ),
+    ),
 )

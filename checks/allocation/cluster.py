@@ -1,4 +1,4 @@
-"""The cluster part of allocation-owner, for checks/allocation_owner.py to call.
+"""The cluster part of allocation-owner, for checks/allocation/allocation_owner.py to call.
 
 `nvidia.com/mps.capable=true` is the label NVIDIA's device plugin (and GPU Feature Discovery)
 puts on a node whose GPUs are shared through MPS (k8s-device-plugin README, "With CUDA MPS");
@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional
 
 MPS_LABEL = "nvidia.com/mps.capable"
 EXCLUSIVE_PATHS = ("device-plugin",)
+MPS_SOURCE = 'NVIDIA k8s-device-plugin README, "With CUDA MPS" (nvidia.com/mps.capable)'
 
 
 def node_labels(node: Any) -> Optional[Dict[str, str]]:

@@ -10,19 +10,23 @@ plugins/gpu.nvidia.com/dra.sock.
 from typing import Any, Dict, List, Optional, Tuple
 
 from agent.safeio import jsonio
-from checks.allocation_owner_cluster import mps_conflict
+from checks.allocation.cluster import MPS_SOURCE, mps_conflict
 from checks.base import (
     ALL_PATHS,
     DRA_PATHS,
     Check,
+    Failure,
+    HostView,
     Interval,
     Outcome,
     Severity,
+    Status,
     failed,
     passed,
     skipped,
     unknown,
 )
+from checks.policy import ResolvedPolicy
 
 DP_GLOB = "/var/lib/kubelet/device-plugins/nvidia-*.sock"
 # kubelet serves its device-plugin Registration service here while it runs (device plugin
@@ -35,9 +39,14 @@ DRA_SOCKETS = (
 DRA_CHECKPOINT = "/var/lib/kubelet/plugins/gpu.nvidia.com/checkpoint.json"
 DP_CHECKPOINT = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
 PREPARE_COMPLETED = "PrepareCompleted"  # k8s-dra-driver-gpu ClaimCheckpointStatePrepareCompleted
+PLUGIN_APIS = ("Kubernetes device plugin API (k8s.io/kubelet/pkg/apis/deviceplugin) and DRA "
+               "kubelet plugin registration (plugins_registry); NVIDIA k8s-device-plugin and "
+               "k8s-dra-driver-gpu socket names")
+CHECKPOINTS = ("kubelet pkg/kubelet/cm/devicemanager/checkpoint (PodDeviceEntries); "
+               "k8s-dra-driver-gpu checkpoint.json (preparedClaims, checkpointState)")
 
 
-def _load_json(host: Any, path: str) -> Tuple[Optional[Any], Optional[str]]:
+def _load_json(host: HostView, path: str) -> Tuple[Optional[Any], Optional[str]]:
     text = host.read_text_or_none(path)
     if text is None:
         return None, None
@@ -87,7 +96,7 @@ def dp_pods(data: Any) -> Dict[str, Any]:
     return {"pods": sorted(pods), "resources": sorted(resources)}
 
 
-def in_use(host: Any) -> Tuple[Dict[str, Any], List[str]]:
+def in_use(host: HostView) -> Tuple[Dict[str, Any], List[str]]:
     boot_id = host.boot_id()
     errors: List[str] = []
     facts: Dict[str, Any] = {"current_boot_id": boot_id}
@@ -105,7 +114,7 @@ def in_use(host: Any) -> Tuple[Dict[str, Any], List[str]]:
     return facts, errors
 
 
-def _run(host: Any, policy: Any) -> Outcome:
+def _run(host: HostView, policy: ResolvedPolicy) -> Outcome:
     want = "dra" if policy.path in DRA_PATHS else "device-plugin"
     dp = [p for p in sorted(host.glob(DP_GLOB)) if host.is_socket(p)]
     dra = [p for p in DRA_SOCKETS if host.is_socket(p)]
@@ -131,6 +140,7 @@ def _run(host: Any, policy: Any) -> Outcome:
             f"both the device plugin ({', '.join(dp)}) and the DRA plugin ({', '.join(dra)}) "
             "publish GPUs on this node",
             f"{fix}: two owners hand out the same GPUs twice. Drain GPU pods first.",
+            code="two-owners",
             **details,
         )
     if want == "dra" and dp:
@@ -138,6 +148,7 @@ def _run(host: Any, policy: Any) -> Outcome:
             f"the {policy.path} path expects the DRA plugin, but the device plugin publishes "
             f"GPUs ({', '.join(dp)})",
             f"{remove_dp}, or configure allocation_path for the device-plugin path.",
+            code="wrong-owner",
             **details,
         )
     if want == "device-plugin" and dra:
@@ -145,22 +156,18 @@ def _run(host: Any, policy: Any) -> Outcome:
             f"the {policy.path} path expects the device plugin, but the DRA plugin is "
             f"registered ({', '.join(dra)})",
             f"{remove_dra}, or configure allocation_path for a DRA path.",
+            code="wrong-owner",
             **details,
         )
-    # The cluster part (checks/allocation_owner_cluster.py): MPS sharing blocks the exclusive
+    # The cluster part (checks/allocation/cluster.py): MPS sharing blocks the exclusive
     # device-plugin path; a Node that cannot be read leaves this to the host evidence.
     mps = mps_conflict(host.fact("node"), policy.path)
     if mps:
-        return failed(
-            mps,
-            "Remove the MPS sharing config from the device plugin for this node, or use a DRA "
-            "path with MPS claims.",
-            **details,
-        )
+        return failed(mps, code="mps-blocks-exclusive", **details)
     if errors:
         return unknown(
             f"cannot tell whether GPUs are in use: {errors[0]}",
-            "Inspect or remove the corrupt checkpoint (kubelet rewrites it).",
+            code="checkpoint-unreadable",
             checkpoint_errors=errors,
             **details,
         )
@@ -193,4 +200,37 @@ ALLOCATION_OWNER = Check(
     presence=(DP_GLOB, KUBELET_SOCKET) + DRA_SOCKETS,
     facts=("node",),
     timeout_s=10.0,
+    failures=(
+        Failure(
+            "two-owners", Status.FAIL,
+            "both the NVIDIA device plugin and the NVIDIA DRA plugin publish GPUs on this node",
+            "Remove the owner the allocation path does not use from this node (the device "
+            "plugin's DaemonSet nodeSelector or devicePlugin.enabled=false in the ClusterPolicy; "
+            "the DRA driver's Helm release nodeSelector): two owners hand out the same GPUs "
+            "twice. Drain GPU pods first.",
+            PLUGIN_APIS,
+        ),
+        Failure(
+            "wrong-owner", Status.FAIL,
+            "the GPUs are published by the owner the allocation path does not expect",
+            "Remove that owner from this node, or configure allocation_path for the path it "
+            "serves.",
+            PLUGIN_APIS,
+        ),
+        Failure(
+            "mps-blocks-exclusive", Status.FAIL,
+            "the Node is labelled for MPS sharing, which blocks the exclusive device-plugin "
+            "path",
+            "Remove the MPS sharing config from the device plugin for this node, or use a DRA "
+            "path with MPS claims.",
+            MPS_SOURCE,
+        ),
+        Failure(
+            "checkpoint-unreadable", Status.UNKNOWN,
+            "a kubelet or DRA plugin checkpoint does not parse: whether GPUs are in use is not "
+            "known",
+            "Inspect or remove the corrupt checkpoint (kubelet rewrites it).",
+            CHECKPOINTS,
+        ),
+    ),
 )

@@ -1,0 +1,1 @@
+"""Allocation ownership: allocation-owner and its cluster part."""

@@ -1,0 +1,21 @@
+"""kubelet-version on fixture hosts: the DRA paths' minimum (policy_v1.yaml), not gated elsewhere."""
+import pytest
+
+from tests.checks.host_stack import results
+
+
+@pytest.mark.parametrize(
+    "name, path, check_id, status, needle",
+    [
+        ("host-kubelet-133", "dra", "kubelet-version", "fail", "1.33.5 is below 1.34.2"),
+        ("host-kubelet-133", "device-plugin", "kubelet-version", "pass", "not gated"),
+    ],
+)
+def test_each_failure_has_a_fixture_host(name, path, check_id, status, needle):
+    rc, checks, doc = results(name, path)
+    got = checks[check_id]
+    assert got["status"] == status, got["summary"]
+    assert needle in got["summary"]
+    if status in ("fail", "unknown"):
+        assert rc == 1 and check_id in doc["gate"]["blocking"]
+        assert got["remediation"]

@@ -1,0 +1,52 @@
+"""nvml-responsive on fixture bundles (tests/fixtures/bundles/gpu-*): it owns every NVML-level
+error in the snapshot (docs/gpu-snapshot.md, error.kind), and the GPU checks skip naming it.
+Each bundle's gpus.json was read by the real worker from the simulated library
+(tests/fixtures/make_gpu_bundles.py); expected values are facts of the scenario files."""
+import json
+
+import pytest
+
+from tests.conftest import BUNDLES, bundle, run_cli
+
+GPU_IDS = ("nvml-responsive,gpu-count,driver-persistence,fabric-manager,mig-mode,gpu-ecc,"
+           "gpu-row-remap,gpu-thermal,gpu-pcie-link,gpu-nvlink")
+CRITICAL = {"nvml-responsive", "gpu-count", "mig-mode", "fabric-manager", "gpu-ecc", "gpu-row-remap"}
+
+
+def results(name, path="dra", config=None, extra=()):
+    args = ["check", "--bundle", bundle(name), "--path", path, "--only", GPU_IDS, "--format", "json"]
+    if config is not None:
+        args += ["--config", str(config)]
+    res = run_cli(args + list(extra))
+    assert res.rc in (0, 1), res.err
+    doc = res.json()
+    return res.rc, {c["id"]: c for c in doc["checks"]}, doc
+
+
+def bus(name, index):
+    return json.loads((BUNDLES / name / "gpus.json").read_text())["gpus"][index]["pci_bus_id"]
+
+
+@pytest.mark.parametrize("name, check_id, status, gpu, needle", [
+    ("gpu-driver-mismatch", "nvml-responsive", "fail", None, "Driver/library version mismatch"),
+    ("gpu-no-library", "nvml-responsive", "fail", None, "libnvidia-ml.so.1 not found"),
+    ("gpu-nvml-timeout", "nvml-responsive", "fail", None, "driver unresponsive"),
+    ("gpu-no-snapshot", "nvml-responsive", "unknown", None, "GPU snapshot not captured"),
+])
+def test_each_failure(name, check_id, status, gpu, needle):
+    rc, checks, doc = results(name)
+    got = checks[check_id]
+    assert got["status"] == status, got["summary"]
+    assert needle in got["summary"]
+    if gpu is not None:
+        assert f"GPU {gpu} ({bus(name, gpu)})" in got["summary"]
+    if check_id == "nvml-responsive":
+        dependents = [c for i, c in checks.items() if i != check_id]
+        assert all(c["status"] == "skip" and "nvml-responsive" in c["summary"] for c in dependents)
+    else:
+        others = {i: c["status"] for i, c in checks.items() if i != check_id}
+        assert set(others.values()) == {"pass"}, others
+    # Gating (README): critical checks close every path's gate on fail/unknown.
+    closes = check_id in CRITICAL and status in ("fail", "unknown")
+    assert doc["gate"]["open"] is not closes and rc == (1 if closes else 0)
+    assert (check_id in doc["gate"]["blocking"]) is closes
