@@ -20,7 +20,7 @@ def report(
     for cid in CRITICAL:
         details: Dict[str, Any] = {}
         if cid == "allocation-owner" and in_use is not None:
-            # the shape checks/allocation_owner.py writes
+            # the shape checks/allocation/allocation_owner.py writes
             claims = [f"claim-{i}" for i in range(in_use.get("dra_claims", 0))]
             pods = [f"pod-{i}" for i in range(in_use.get("device_plugin_pods", 0))]
             details["in_use"] = {

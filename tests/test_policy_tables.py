@@ -28,11 +28,11 @@ from agent.host.bundle import RecordedCommands
 from agent.host.seam import Host
 from agent.model import CheckResult, Severity, Status
 from agent.report import evaluate_gate
-from checks.driver import DRIVER_BRANCH
-from checks.kubelet import KUBELET_VERSION
+from checks.driver.driver_branch import DRIVER_BRANCH
+from checks.kubelet_version import KUBELET_VERSION
 from checks.policy import ResolvedPolicy, load_policy
 from checks.registry import ALL_CHECKS
-from checks.toolkit import TOOLKIT_VERSION
+from checks.toolkit_version import TOOLKIT_VERSION
 
 PATHS = ("device-plugin", "dra", "operator-clusterpolicy", "operator-gpucluster")
 # Before R535's end of life (2026-06-30), so "meets the minimum" is a plain pass everywhere.

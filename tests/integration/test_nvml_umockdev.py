@@ -60,7 +60,7 @@ def run_under_umockdev(devices: Path, args: List[str], env):
 def test_pyudev_sees_the_fake_nvidia_devices(nvml_sim, tmp_path):
     devices = umockdev_file(tmp_path, h100_slots(), nvswitches=4)
     code = ("import json; from agent.host.live import pci_devices_udev; "
-            "from checks.driver import nvidia_gpus_on_pci; d = pci_devices_udev(); "
+            "from checks.driver.common import nvidia_gpus_on_pci; d = pci_devices_udev(); "
             "print(json.dumps([len(d), len(nvidia_gpus_on_pci(d)), sorted(x['slot'] for x in d)]))")
     res = run_under_umockdev(devices, ["-c", code], nvml_sim.env())
     assert res.returncode == 0, res.stderr

@@ -28,7 +28,7 @@ def gpus_in_use(report: Any) -> Optional[int]:
     """How many holders (prepared DRA claims under the current boot id + pods holding
     nvidia.com devices) use GPUs through the allocation label; None = unknown.
 
-    From allocation-owner's details["in_use"] (checks/allocation_owner.py): `gpus_in_use`
+    From allocation-owner's details["in_use"] (checks/allocation/allocation_owner.py): `gpus_in_use`
     True/False/None (None: a checkpoint unreadable or from an unverifiable boot), with
     `dra.claims_prepared` and `device_plugin.pods` listing the holders."""
     result = report.result("allocation-owner") if report is not None else None
