@@ -5,21 +5,23 @@ Only the command line (the composition root) imports this module.
 from typing import Tuple
 
 from agent.model import Check
-from checks.allocation_owner import ALLOCATION_OWNER
+from checks.allocation.allocation_owner import ALLOCATION_OWNER
 from checks.cdi_spec_current import CDI_SPEC_CURRENT
 from checks.containerd_cdi import CONTAINERD_CDI
 from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
-from checks.driver import DRIVER_BRANCH, DRIVER_LIBRARY_MATCH, DRIVER_LOADED
+from checks.driver.driver_branch import DRIVER_BRANCH
+from checks.driver.driver_library_match import DRIVER_LIBRARY_MATCH
+from checks.driver.driver_loaded import DRIVER_LOADED
 from checks.gpu_fabric import FABRIC_MANAGER
 from checks.gpu_health import GPU_ECC, GPU_ROW_REMAP, GPU_THERMAL
 from checks.gpu_inventory import DRIVER_PERSISTENCE, GPU_COUNT, MIG_MODE
 from checks.gpu_links import GPU_NVLINK, GPU_PCIE_LINK
-from checks.kubelet import KUBELET_VERSION
+from checks.kubelet_version import KUBELET_VERSION
 from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.os_supported import OS_SUPPORTED
-from checks.runtimeclass import RUNTIMECLASS_HANDLER
+from checks.runtimeclass_handler import RUNTIMECLASS_HANDLER
 from checks.time.time_sync import TIME_SYNC
-from checks.toolkit import TOOLKIT_VERSION
+from checks.toolkit_version import TOOLKIT_VERSION
 from checks.xid.gpu_xid import GPU_XID
 
 # Report order: the host stack first, then the container stack, then health.

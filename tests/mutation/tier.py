@@ -13,7 +13,7 @@ Two parts, both on a throwaway copy of the working tree (the checkout is never m
 
     scripts/mutation-tier --base origin/main --budget-s 600 --jobs 2
     scripts/mutation-tier --all --budget-s 3600
-    scripts/mutation-tier checks/driver.py agent/report.py
+    scripts/mutation-tier checks/driver/driver_branch.py agent/report.py
     scripts/mutation-tier --named-only
 
 Exit status: 1 when a named mutation survives, or when the kill rate is under
@@ -235,7 +235,7 @@ def equivalents() -> Dict[str, str]:
 
 
 def module_of(mutant: str) -> str:
-    # "checks.driver.x__driver_branch__mutmut_3" -> "checks/driver.py"
+    # "checks.driver.driver_branch.x__driver_branch__mutmut_3" -> "checks/driver/driver_branch.py"
     head = mutant.split(".x_")[0].split(".x\u01c1")[0]
     return head.replace(".", "/") + ".py"
 
