@@ -7,7 +7,9 @@ functions of what this protocol returns (docs/architecture.md). It lives in the 
 agent/model.py can type ``Check.run`` and the engine can pass a Host without knowing its wing.
 """
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, List, Optional, Protocol, Sequence, Tuple
+
+from agent.snapshot import GpuSnapshot
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,9 @@ class HostView(Protocol):
 
     def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult: ...
 
-    def gpus(self) -> Optional[Mapping[str, Any]]:
-        """The GPU snapshot (docs/gpu-snapshot.md); None when not captured."""
+    def gpus(self) -> Optional[GpuSnapshot]:
+        """The GPU snapshot (docs/gpu-snapshot.md, typed in agent/snapshot.py); None when not
+        captured. Its values are input (a bundle's gpus.json): checks validate what they read."""
         ...
 
     def fact(self, name: str) -> Any:

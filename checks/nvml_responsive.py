@@ -19,7 +19,8 @@ from checks.base import (
     passed,
     unknown,
 )
-from checks.gpu.common import malformed, snapshot_problem, text
+from checks.gpu.common import malformed
+from checks.gpu.readers import snapshot_problem, text
 from checks.policy import ResolvedPolicy
 
 SNAPSHOT_DOC = "docs/gpu-snapshot.md (\"## Errors\": error.kind)"

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.safeio.yamlio import safe_load
-from checks.gpu_policy import GpuPolicy
+from checks.gpu.policy import GpuPolicy
 from checks.xid.policy import XidPolicy, merge_xid_data
 
 KNOWN_POLICY_VERSIONS = (1,)
@@ -64,7 +64,7 @@ class Policy(_Strict):
     os: OsPolicy
     # XID classes and thresholds: checks/xid_policy_v1.yaml (merged in by load_policy).
     xid: XidPolicy = XidPolicy()
-    # GPU health thresholds (the `gpu` section of policy_v1.yaml; checks/gpu_policy.py).
+    # GPU health thresholds (the `gpu` section of policy_v1.yaml; checks/gpu/policy.py).
     gpu: GpuPolicy = GpuPolicy()
 
 

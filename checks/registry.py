@@ -12,10 +12,15 @@ from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.driver.driver_branch import DRIVER_BRANCH
 from checks.driver.driver_library_match import DRIVER_LIBRARY_MATCH
 from checks.driver.driver_loaded import DRIVER_LOADED
-from checks.gpu_fabric import FABRIC_MANAGER
-from checks.gpu_health import GPU_ECC, GPU_ROW_REMAP, GPU_THERMAL
-from checks.gpu_inventory import DRIVER_PERSISTENCE, GPU_COUNT, MIG_MODE
-from checks.gpu_links import GPU_NVLINK, GPU_PCIE_LINK
+from checks.gpu.driver_persistence import DRIVER_PERSISTENCE
+from checks.gpu.fabric_manager import FABRIC_MANAGER
+from checks.gpu.gpu_count import GPU_COUNT
+from checks.gpu.gpu_ecc import GPU_ECC
+from checks.gpu.gpu_nvlink import GPU_NVLINK
+from checks.gpu.gpu_pcie_link import GPU_PCIE_LINK
+from checks.gpu.gpu_row_remap import GPU_ROW_REMAP
+from checks.gpu.gpu_thermal import GPU_THERMAL
+from checks.gpu.mig_mode import MIG_MODE
 from checks.kubelet_version import KUBELET_VERSION
 from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.os_supported import OS_SUPPORTED

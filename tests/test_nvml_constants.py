@@ -14,7 +14,7 @@ import pytest
 from agent.host.seam import Host, StaticGpus
 from agent.model import Status
 from agent.nvml import readers as nvml_readers
-from checks.gpu_health import GPU_THERMAL
+from checks.gpu.gpu_thermal import GPU_THERMAL
 from checks.policy import ResolvedPolicy, load_policy
 from tests.nvml_sim import simlib
 

@@ -14,10 +14,11 @@ import os
 import posixpath
 import stat
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Union, cast
 
 from agent.host.resolve import HostPathError, Resolver
 from agent.hostview import CommandResult
+from agent.snapshot import GpuSnapshot
 from agent.safeio.bounded import DEFAULT_CAP, ReadCapExceeded, read_bytes_capped
 from agent.safeio.commands import SubprocessCommands
 
@@ -189,12 +190,14 @@ class Host:
     def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult:
         return self._commands.run(list(argv), timeout)
 
-    def gpus(self) -> Optional[Mapping[str, Any]]:
-        """The GPU snapshot (docs/gpu-snapshot.md), taken once per Host; None = not captured."""
+    def gpus(self) -> Optional[GpuSnapshot]:
+        """The GPU snapshot (docs/gpu-snapshot.md), taken once per Host; None = not captured.
+        The sources hand plain dicts (the worker's JSON, a bundle's gpus.json): typed here as
+        the documented record, validated by the checks that read it (checks/gpu/common.py)."""
         if not self._gpu_taken:
             self._gpu_snapshot = self._gpus.snapshot()
             self._gpu_taken = True
-        return self._gpu_snapshot
+        return cast(Optional[GpuSnapshot], self._gpu_snapshot)
 
     def gpus_if_fetched(self, default: Any = None) -> Any:
         """The snapshot gpus() already took, else ``default``; never asks the source, so it

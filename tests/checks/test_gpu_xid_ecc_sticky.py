@@ -1,4 +1,4 @@
-"""gpu-ecc made sticky (docs/xid.md, sticky faults; the check's code is checks/gpu_health.py, the state and its
+"""gpu-ecc made sticky (docs/xid.md, sticky faults; the check's code is checks/gpu/gpu_ecc.py, the state and its
 clear semantics agent/xid/state.py): an uncorrectable ECC fault the daemon recorded keeps gpu-ecc
 failing after the volatile counters read 0 again, until a reboot (new boot id), an observed
 GPU reset or `gpu-node-agent clear`. Bundles xid-ecc-sticky* are gpu-h100-snapshot-only (all

@@ -14,9 +14,12 @@ from agent.outputs.metrics import render
 from agent.xid.events import GpuMap, parse_xid
 from agent.xid.journal import parse_journal_json
 from agent.xid.kmsg import parse_line
-from checks.gpu_health import GPU_ECC, GPU_THERMAL
-from checks.gpu_inventory import DRIVER_PERSISTENCE, GPU_COUNT, MIG_MODE
-from checks.gpu_links import GPU_NVLINK
+from checks.gpu.driver_persistence import DRIVER_PERSISTENCE
+from checks.gpu.gpu_count import GPU_COUNT
+from checks.gpu.gpu_ecc import GPU_ECC
+from checks.gpu.gpu_nvlink import GPU_NVLINK
+from checks.gpu.gpu_thermal import GPU_THERMAL
+from checks.gpu.mig_mode import MIG_MODE
 from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.policy import ResolvedPolicy
 from checks.registry import ALL_CHECKS

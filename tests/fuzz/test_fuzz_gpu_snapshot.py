@@ -8,10 +8,15 @@ from hypothesis import strategies as st
 from agent.config import Config
 from agent.hostview import CommandResult
 from agent.model import Outcome, Status
-from checks.gpu_fabric import FABRIC_MANAGER
-from checks.gpu_health import GPU_ECC, GPU_ROW_REMAP, GPU_THERMAL
-from checks.gpu_inventory import DRIVER_PERSISTENCE, GPU_COUNT, MIG_MODE
-from checks.gpu_links import GPU_NVLINK, GPU_PCIE_LINK
+from checks.gpu.driver_persistence import DRIVER_PERSISTENCE
+from checks.gpu.fabric_manager import FABRIC_MANAGER
+from checks.gpu.gpu_count import GPU_COUNT
+from checks.gpu.gpu_ecc import GPU_ECC
+from checks.gpu.gpu_nvlink import GPU_NVLINK
+from checks.gpu.gpu_pcie_link import GPU_PCIE_LINK
+from checks.gpu.gpu_row_remap import GPU_ROW_REMAP
+from checks.gpu.gpu_thermal import GPU_THERMAL
+from checks.gpu.mig_mode import MIG_MODE
 from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.policy import ResolvedPolicy, load_policy
 from checks.xid.gpu_xid import GPU_XID

@@ -40,7 +40,7 @@ ARROWS: Dict[str, Tuple[str, ...]] = {
 
 # The core: the package itself and the modules every wing may build on.
 CORE = ("agent", "agent.model", "agent.engine", "agent.engine_replay", "agent.report",
-        "agent.errors", "agent.version", "agent.logs")
+        "agent.errors", "agent.version", "agent.logs", "agent.snapshot")
 # The command line, the one composition root: agent.cli, agent.cli_*, the config and explain.
 CLI = ("agent.cli", "agent.config", "agent.explain")
 CLI_PREFIX = "agent.cli_"

@@ -1,0 +1,145 @@
+"""The GPU snapshot (`gpus.json`, schema version 1) as typed records: docs/gpu-snapshot.md is
+the contract, these TypedDicts say it to the type checker (tests/unit/test_gpu_snapshot_doc.py
+holds their keys against the page's field tables, so the two cannot drift).
+
+The NVML worker (agent/nvml/) builds plain dicts of this shape; `HostView.gpus()` hands them
+to the checks as a :class:`GpuSnapshot`. A bundle's gpus.json is input, so a value may still
+have any JSON type at run time: the checks read every field through checks/gpu/common.py's
+validating readers, never trusting these annotations for input.
+
+Python 3.9: typing.TypedDict has no ``NotRequired``; a record whose keys are partly optional
+is a required base plus a ``total=False`` subclass. A per-GPU field an NVML call failed for
+is ``null`` (the docs' "a single call that failed sets that field to null"), hence Optional.
+"""
+from typing import Dict, List, Optional, TypedDict
+
+
+class NvmlError(TypedDict):
+    """The one error shape, at any level ("## Errors")."""
+
+    kind: str
+    message: Optional[str]
+    nvml_code: Optional[int]
+
+
+class WorkerInfo(TypedDict):
+    """The worker that answered and the request's round trip (live only)."""
+
+    pid: Optional[int]
+    wall_s: Optional[float]
+
+
+class MemoryRecord(TypedDict):
+    total_bytes: int
+    used_bytes: int
+
+
+class TemperatureRecord(TypedDict):
+    gpu_c: int
+    slowdown_c: int
+    shutdown_c: int
+
+
+class EccCounters(TypedDict):
+    corrected: int
+    uncorrected: int
+
+
+class EccRecord(TypedDict):
+    mode_current: bool
+    mode_pending: bool
+    volatile: EccCounters
+    aggregate: EccCounters
+
+
+class RemappedRowsRecord(TypedDict):
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failure: bool
+
+
+class ClockEventReasons(TypedDict):
+    mask: int
+    active: List[str]
+
+
+class PcieRecord(TypedDict):
+    gen_current: int
+    gen_max: int
+    width_current: int
+    width_max: int
+
+
+class NvLinkState(TypedDict):
+    link: int
+    active: bool
+
+
+class NvLinkRecord(TypedDict):
+    supported: bool
+    links: List[NvLinkState]
+
+
+class MigRecord(TypedDict):
+    current: str
+    pending: str
+
+
+class FabricRecord(TypedDict):
+    state: str
+    status: str
+    status_code: Optional[int]
+    clique_id: Optional[int]
+
+
+class _GpuRequired(TypedDict):
+    index: int
+
+
+class GpuRecord(_GpuRequired, total=False):
+    """One NVML index ("## Per GPU"). A lost GPU has `index` and `error` only."""
+
+    error: NvmlError
+    errors: Dict[str, NvmlError]
+    uuid: Optional[str]
+    name: Optional[str]
+    pci_bus_id: Optional[str]
+    memory: Optional[MemoryRecord]
+    temperature: Optional[TemperatureRecord]
+    ecc: Optional[EccRecord]
+    remapped_rows: Optional[RemappedRowsRecord]
+    clock_event_reasons: Optional[ClockEventReasons]
+    pcie: Optional[PcieRecord]
+    nvlink: Optional[NvLinkRecord]
+    mig: Optional[MigRecord]
+    fabric: Optional[FabricRecord]
+    persistence_mode: Optional[bool]
+
+
+class _SnapshotRequired(TypedDict):
+    schema_version: int
+    source: str
+    captured_at: str
+    error: Optional[NvmlError]
+    gpus: List[GpuRecord]
+
+
+class GpuSnapshot(_SnapshotRequired, total=False):
+    """The whole snapshot ("## Top level"). When `error` is set, `gpus` is [] and the keys
+    below may be absent."""
+
+    driver_version: Optional[str]
+    nvml_version: Optional[str]
+    cuda_driver_version: Optional[int]
+    errors: Dict[str, NvmlError]
+    device_count: int
+    duration_s: float
+    worker: WorkerInfo
+
+
+__all__ = [
+    "ClockEventReasons", "EccCounters", "EccRecord", "FabricRecord",
+    "GpuRecord", "GpuSnapshot", "MemoryRecord", "MigRecord", "NvLinkRecord", "NvLinkState",
+    "NvmlError", "PcieRecord", "RemappedRowsRecord", "TemperatureRecord", "WorkerInfo",
+]
