@@ -116,3 +116,15 @@ def test_mps_unknown_when_the_node_is_unavailable():
     assert "not reachable" in node_unavailable_reason(node)
     assert "not captured" in node_unavailable_reason(None)
     assert node_unavailable_reason(facts("kube-mps-capable")["node"]) is None
+
+
+@pytest.mark.parametrize("name, path, code", [
+    ("owner-both", "dra", "two-owners"),
+    ("owner-device-plugin-in-use", "dra", "wrong-owner"),
+    ("owner-dra-in-use", "device-plugin", "wrong-owner"),
+    ("owner-malformed-checkpoint", "dra", "checkpoint-unreadable"),
+    ("kube-mps-capable", "device-plugin", "mps-blocks-exclusive"),
+    ("owner-dra-in-use", "dra", None),
+])
+def test_failure_codes(name, path, code):
+    assert run(name, path).code == code

@@ -51,3 +51,26 @@ def test_eol_branch_warns_on_device_plugin_only(tmp_path):
     assert by_id(dp)["driver-branch"]["status"] == "warn"
     assert "end of life" in by_id(dp)["driver-branch"]["summary"]
     assert by_id(dra)["driver-branch"]["status"] == "pass"
+
+
+@pytest.mark.parametrize("name, path, code", [
+    ("host-jetson", "dra", "version-unreadable"),
+    ("host-driver-560", "dra", "branch-below-minimum"),
+    ("host-driver-560", "device-plugin", "branch-past-end-of-life"),
+    ("host-foundation-only", "dra", None),
+])
+def test_failure_codes_on_fixture_hosts(name, path, code):
+    # The JSON's checks[].code names the declared failure (docs/json-output.md).
+    _, checks, _ = results(name, path, only="driver-branch")
+    assert checks["driver-branch"]["code"] == code, checks["driver-branch"]["summary"]
+
+
+def test_branch_outside_the_allowed_list_fails_with_its_code(tmp_path):
+    # host-foundation-only loads 580.173.02; a fleet that allows only R535 refuses it.
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("policy:\n  driver:\n    allowed_branches: [535]\n")
+    res = run_cli(["check", "--config", str(cfg), "--bundle", bundle("host-foundation-only"),
+                   "--only", "driver-branch", "--format", "json"])
+    (got,) = res.json()["checks"]
+    assert (got["status"], got["code"]) == ("fail", "branch-not-allowed")
+    assert "Install one of the fleet's allowed branches (R535)" in got["remediation"]

@@ -39,3 +39,15 @@ def test_missing_driver_skips_dependants_naming_the_owner():
         assert checks[dependant]["status"] == "skip"
         assert checks[dependant]["skip"] == "needs:driver-loaded"
         assert "needs driver-loaded" in checks[dependant]["summary"]
+
+
+@pytest.mark.parametrize("name, path, code", [
+    ("host-no-driver", "dra", "module-not-loaded"),
+    ("host-missing-dev-nodes", "dra", "dev-nodes-missing"),
+    ("driver-loaded-dev-nodes-not-captured", "dra", "dev-nodes-unknown"),
+    ("host-foundation-only", "dra", None),
+])
+def test_failure_codes_on_fixture_hosts(name, path, code):
+    # The JSON's checks[].code names the declared failure (docs/json-output.md).
+    _, checks, _ = results(name, path, only="driver-loaded")
+    assert checks["driver-loaded"]["code"] == code, checks["driver-loaded"]["summary"]

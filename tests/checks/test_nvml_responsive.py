@@ -50,3 +50,33 @@ def test_each_failure(name, check_id, status, gpu, needle):
     closes = check_id in CRITICAL and status in ("fail", "unknown")
     assert doc["gate"]["open"] is not closes and rc == (1 if closes else 0)
     assert (check_id in doc["gate"]["blocking"]) is closes
+
+
+@pytest.mark.parametrize("name, status, code, needle", [
+    ("gpu-driver-mismatch", "fail", "driver-library-mismatch", "(NVML error 18)"),
+    ("gpu-no-library", "fail", "library-not-found", "libnvidia-ml.so.1 not found"),
+    ("gpu-nvml-timeout", "fail", "nvml-timeout", "driver unresponsive"),
+    ("gpu-no-snapshot", "unknown", "snapshot-missing", "no gpus.json"),
+    ("nvml-responsive-driver-not-loaded", "fail", "driver-not-loaded", "Driver Not Loaded"),
+    ("nvml-responsive-no-permission", "fail", "no-permission", "insufficient permissions"),
+    ("nvml-responsive-function-not-found", "fail", "function-not-found", "lacks a function"),
+    ("nvml-responsive-gpu-lost", "fail", "gpu-lost", "fell off the bus"),
+    ("nvml-responsive-worker-stuck", "fail", "worker-stuck", "pid 4242 is still alive"),
+    ("nvml-responsive-nvml-failed", "fail", "nvml-failed", "NVML failed: nvml_error (Unknown Error)"),
+    ("nvml-responsive-not-read", "unknown", "nvml-not-read", "NVML not read: worker_failed"),
+    ("nvml-responsive-snapshot-malformed", "unknown", "snapshot-malformed", "device_count"),
+    ("gpu-h100-snapshot-only", "pass", None, "8 GPU(s)"),
+])
+def test_each_nvml_error_kind_has_its_code(name, status, code, needle):
+    _, checks, _ = results(name)
+    got = checks["nvml-responsive"]
+    assert (got["status"], got["code"]) == (status, code), got["summary"]
+    assert needle in got["summary"]
+
+
+def test_the_fix_comes_from_the_declared_failure():
+    from checks.nvml_responsive import NVML_RESPONSIVE
+
+    _, checks, _ = results("nvml-responsive-no-permission")
+    assert checks["nvml-responsive"]["remediation"] == NVML_RESPONSIVE.failure("no-permission").fix
+    assert "Run the agent as root" in checks["nvml-responsive"]["remediation"]

@@ -27,3 +27,14 @@ def test_unsupported_os_warns_but_does_not_close_the_gate_unless_strict():
     assert rc == 0 and doc["gate"]["open"]
     strict = run_cli(["check", "--bundle", bundle("host-os-debian12"), "--only", FOUNDATION, "--strict", "--format", "json"])
     assert strict.rc == 1 and strict.json()["gate"]["blocking"] == ["os-supported"]
+
+
+@pytest.mark.parametrize("name, path, code", [
+    ("host-os-debian12", "dra", "os-unsupported"),
+    ("host-os-ubuntu2004", "dra", "os-deprecated"),
+    ("host-foundation-only", "dra", None),
+])
+def test_failure_codes_on_fixture_hosts(name, path, code):
+    # The JSON's checks[].code names the declared failure (docs/json-output.md).
+    _, checks, _ = results(name, path, only="os-supported")
+    assert checks["os-supported"]["code"] == code, checks["os-supported"]["summary"]

@@ -57,3 +57,19 @@ def test_apply_is_refused_for_a_bundle_and_with_only():
     assert res.rc == 2 and "not with --bundle" in res.err
     res = run_cli(["check", "--only", "os-supported", "--apply"])
     assert res.rc == 2 and "not with --only" in res.err
+
+
+@pytest.mark.parametrize("name, code", [
+    ("kube-runtimeclass-missing", "runtimeclass-missing"),
+    ("kube-runtimeclass-handler-mismatch", "handler-mismatch"),
+    ("runtimeclass-handler-facts-malformed", "runtimeclasses-malformed"),
+    ("kube-runtimeclass-ok", None),
+])
+def test_failure_codes(name, code):
+    _, check, _ = result(name)
+    assert check["code"] == code, check["summary"]
+
+
+def test_malformed_facts_are_unknown_naming_the_type():
+    _, check, _ = result("runtimeclass-handler-facts-malformed")
+    assert check["status"] == "unknown" and "unexpected runtimeclasses fact: list" in check["summary"]

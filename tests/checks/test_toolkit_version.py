@@ -20,3 +20,14 @@ def test_each_failure_has_a_fixture_host(name, path, check_id, status, needle):
     if status in ("fail", "unknown"):
         assert rc == 1 and check_id in doc["gate"]["blocking"]
         assert got["remediation"]
+
+
+@pytest.mark.parametrize("name, path, code", [
+    ("host-no-driver", "dra", "toolkit-missing"),
+    ("host-toolkit-117", "dra", "toolkit-too-old"),
+    ("host-toolkit-117", "device-plugin", None),
+])
+def test_failure_codes_on_fixture_hosts(name, path, code):
+    # The JSON's checks[].code names the declared failure (docs/json-output.md).
+    _, checks, _ = results(name, path, only="toolkit-version")
+    assert checks["toolkit-version"]["code"] == code, checks["toolkit-version"]["summary"]
