@@ -33,6 +33,10 @@ GAPS = {
         "needs `policy.driver.allowed_branches` in the config; bundles run on the built-in "
         "policy, whose list is empty (tests/checks/test_driver_branch.py::"
         "test_branch_outside_the_allowed_list_fails_with_its_code holds it)",
+    ("gpu-xid", "xid-repeating-fail"):
+        "needs a threshold with `status: fail` in `policy.xid`; bundles run on the built-in "
+        "policy, where every threshold warns (tests/checks/test_gpu_xid.py::"
+        "test_a_threshold_set_to_fail_fails_with_its_own_code holds it)",
 }
 
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
