@@ -6,9 +6,9 @@ from typing import Tuple
 
 from agent.model import Check
 from checks.allocation.allocation_owner import ALLOCATION_OWNER
-from checks.cdi_spec_current import CDI_SPEC_CURRENT
-from checks.containerd_cdi import CONTAINERD_CDI
-from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
+from checks.containerd.cdi_spec_current import CDI_SPEC_CURRENT
+from checks.containerd.containerd_cdi import CONTAINERD_CDI
+from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.driver.driver_branch import DRIVER_BRANCH
 from checks.driver.driver_library_match import DRIVER_LIBRARY_MATCH
 from checks.driver.driver_loaded import DRIVER_LOADED

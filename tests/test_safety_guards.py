@@ -18,8 +18,8 @@ import pytest
 from agent.host.seam import Host, StaticFacts
 from agent.model import Status
 from agent.outputs.node.reconcile import plan
-from checks.cdi_spec_current import CDI_SPEC_CURRENT
-from checks.containerd_config import CRI_V1, CRI_V2, load_effective
+from checks.containerd.cdi_spec_current import CDI_SPEC_CURRENT
+from checks.containerd.config import CRI_V1, CRI_V2, load_effective
 from checks.policy import ResolvedPolicy, load_policy
 from tests.kube_reports import config, report
 

@@ -1,12 +1,12 @@
 """cdi-spec-current on fixture hosts (built from nvidia-ctk's own generate-test spec) and on
 small trees."""
+import pytest
 import yaml
 
 from agent.config import Config
 from agent.host.bundle import load_bundle
 from agent.host.seam import Host, StaticFacts
-from checks.cdi_spec_current import CDI_SPEC_CURRENT
-from checks.cdi_specs import covered_gpu_nodes, format_problems, parse_spec
+from checks.containerd.cdi_spec_current import CDI_SPEC_CURRENT
 from checks.policy import ResolvedPolicy, load_policy
 from tests.conftest import bundle, run_cli
 
@@ -108,28 +108,6 @@ def test_duplicates_in_one_directory_fail(tmp_path):
     assert any("device nvidia.com/gpu=0 defined in" in f for f in out.details["failures"])
 
 
-def test_format_rules():
-    assert format_problems({"cdiVersion": "0.9.9", "kind": "nvidia.com/gpu", "devices": [{"name": "a"}]}) == ["unsupported cdiVersion '0.9.9'"]
-    assert "invalid kind 'nvidia'" in format_problems({"cdiVersion": "0.5.0", "kind": "nvidia", "devices": [{"name": "a"}]})
-    assert "invalid device name '-x'" in format_problems({"cdiVersion": "0.5.0", "kind": "a.b/c", "devices": [{"name": "-x"}]})
-    # A digit-leading name needs cdiVersion 0.5.0 (container-device-interface version.go).
-    assert any("v0.5.0" in p for p in format_problems({"cdiVersion": "0.4.0", "kind": "a.b/c", "devices": [{"name": "0"}]}))
-
-
-def test_coverage_is_by_device_node_whatever_the_naming_strategy():
-    spec = {"devices": [
-        {"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}},
-        {"name": "GPU-aaaa", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}},
-        {"name": "all", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia1"}]}},
-    ]}
-    assert covered_gpu_nodes(spec) == ["/dev/nvidia0"]
-
-
-def test_json_spec_errors_name_the_line():
-    data, err = parse_spec('{\n "cdiVersion": "0.5.0",\n "kind": }', "/etc/cdi/x.json")
-    assert data is None and err.startswith("/etc/cdi/x.json: line 3")
-
-
 def test_a_broken_spec_of_another_vendor_is_a_warning_with_its_line(tmp_path):
     _write(tmp_path, "proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  999.88.77  x\n")
     _write(tmp_path, "etc/cdi/vendor.yaml", "cdiVersion: 0.5.0\nkind: vendor.example/dev\n\x07\n")
@@ -145,3 +123,32 @@ def test_a_claim_spec_naming_a_missing_device_fails(tmp_path):
     out = CDI_SPEC_CURRENT.run(Host(tmp_path), policy())
     assert out.status == "fail"
     assert out.summary == "/var/run/cdi/k8s.gpu.nvidia.com-claim_c.yaml references /dev/nvidia9, which does not exist"
+
+
+@pytest.mark.parametrize("name, status, code, needle", [
+    ("cdi-malformed-yaml", "fail", "spec-unparseable", "/etc/cdi/nvidia.yaml: line "),
+    ("cdi-spec-current-bad-version", "fail", "spec-invalid-format", "unsupported cdiVersion '0.9.0'"),
+    ("cdi-stale-after-upgrade", "fail", "spec-stale", "generated for another driver"),
+    ("cdi-spec-current-hook-missing", "fail", "spec-path-missing",
+     "references /usr/bin/nvidia-cdi-hook, which does not exist"),
+    ("cdi-spec-current-duplicate-same-dir", "fail", "device-duplicate",
+     "defined in /var/run/cdi/nvidia-old.yaml and /var/run/cdi/nvidia.yaml"),
+    ("cdi-missing-gpu", "fail", "gpu-coverage-incomplete", "covers 7 of 8 GPUs"),
+    ("cdi-spec-current-shadowed", "warn", "device-shadowed",
+     "defined in /etc/cdi/nvidia.yaml and /var/run/cdi/nvidia.yaml"),
+    ("cdi-spec-current-other-vendor-broken", "warn", "other-vendor-spec-unparseable",
+     "/etc/cdi/vendor.yaml: line "),
+])
+def test_each_way_it_fails_names_its_declared_code(name, status, code, needle):
+    out = on_bundle(name)
+    assert (out.status, out.code) == (status, code), out.summary
+    assert needle in out.summary
+    assert CDI_SPEC_CURRENT.failure(code).status == status
+
+
+def test_required_spec_absent_has_its_code(tmp_path):
+    _write(tmp_path, "proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  999.88.77  x\n")
+    out = CDI_SPEC_CURRENT.run(Host(tmp_path), policy(cdi={"require_spec": True}))
+    assert (out.status, out.code) == ("fail", "spec-required-missing")
+    assert out.remediation is None  # the declared fix applies: regenerate the spec
+    assert CDI_SPEC_CURRENT.failure("spec-required-missing").fix.startswith("Regenerate the spec")

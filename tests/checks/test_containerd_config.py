@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from agent.config import Config
 from agent.host.bundle import RecordedCommands
 from agent.host.seam import Host
-from checks.allocation_owner import ALLOCATION_OWNER
-from checks.cdi_spec_current import CDI_SPEC_CURRENT
-from checks.containerd_cdi import CONTAINERD_CDI
-from checks.containerd_config import CRI_V2, CRI_V3_RUNTIME, load_effective, resolve_imports
-from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
+from checks.allocation.allocation_owner import ALLOCATION_OWNER
+from checks.containerd.cdi_spec_current import CDI_SPEC_CURRENT
+from checks.containerd.config import CRI_V2, CRI_V3_RUNTIME, load_effective, resolve_imports
+from checks.containerd.containerd_cdi import CONTAINERD_CDI
+from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.policy import ResolvedPolicy, load_policy
 from tests.conftest import REPO
 

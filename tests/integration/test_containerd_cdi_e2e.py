@@ -10,7 +10,7 @@ import pytest
 
 from agent.config import Config
 from agent.host.seam import Host
-from checks.containerd_cdi import CONTAINERD_CDI
+from checks.containerd.containerd_cdi import CONTAINERD_CDI
 from checks.policy import ResolvedPolicy, load_policy
 from tests.integration.containerd.support import BinaryAs, Daemon, containerd_17, image_tar
 

@@ -14,7 +14,7 @@ import pytest
 from agent.config import Config
 from agent.host.seam import Host
 from agent.safeio.commands import SubprocessCommands
-from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
+from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.policy import ResolvedPolicy, load_policy
 from tests.components import component
 from tests.conftest import REPO

@@ -9,9 +9,9 @@ import pytest
 from agent.config import Config
 from agent.host.bundle import RecordedCommands
 from agent.host.seam import Host
-from checks.containerd_cdi import CONTAINERD_CDI
-from checks.containerd_config import CRI_V2, load_effective, table
-from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
+from checks.containerd.config import CRI_V2, load_effective, table
+from checks.containerd.containerd_cdi import CONTAINERD_CDI
+from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.policy import ResolvedPolicy, load_policy
 from tests.conftest import BUNDLES
 from tests.integration.containerd.support import (

@@ -78,7 +78,7 @@ NAMED: Tuple[Tuple[str, str, str, str, Tuple[str, ...]], ...] = (
      "    elif in_use is None or in_use > 0:\n        want[akey] = current\n",
      "    elif False:\n        want[akey] = current\n",
      ("tests/test_safety_guards.py",)),
-    ("non-executable CDI hook passes", "checks/cdi_spec_current.py",
+    ("non-executable CDI hook passes", "checks/containerd/cdi_spec_current.py",
      "[p for p in refs.hooks if not host.is_executable(p)]",
      "[p for p in refs.hooks if not host.exists(p)]",
      ("tests/test_safety_guards.py",)),
@@ -86,7 +86,7 @@ NAMED: Tuple[Tuple[str, str, str, str, Tuple[str, ...]], ...] = (
      '    (0x10, "sync_boost"),\n    (0x20, "sw_thermal_slowdown"),\n    (0x40, "hw_thermal_slowdown"),\n',
      '    (0x40, "sync_boost"),\n    (0x20, "sw_thermal_slowdown"),\n    (0x10, "hw_thermal_slowdown"),\n',
      ("tests/test_nvml_constants.py",)),
-    ("containerd 1.x import merges plugin tables key by key", "checks/containerd_config.py",
+    ("containerd 1.x import merges plugin tables key by key", "checks/containerd/config.py",
      "                section[name] = copy.deepcopy(sub)\n",
      "                section[name] = copy.deepcopy(sub) if name not in section else "
      "{**section[name], **copy.deepcopy(sub)}\n",

@@ -191,7 +191,7 @@ def test_bundle_files_are_0600_in_0700_directories(bundle_dir):
 def test_the_bundle_replays(bundle_dir):
     """The redacted bundle is still a bundle the checks read (containerd's view included)."""
     from agent.config import Config
-    from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
+    from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
     from checks.os_supported import OS_SUPPORTED
     from checks.policy import ResolvedPolicy, load_policy
 

@@ -118,7 +118,7 @@ def test_mutation_command_output_redaction_removed_is_caught(tmp_path):
     registry auth of every file it merged."""
     from agent.host.collect import collect
     from agent.host.seam import Host
-    from checks.containerd_runtime import CONTAINERD_NVIDIA_RUNTIME
+    from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
     from tests.collect_hostile import FakeContainerd, canary
 
     root = tmp_path / "host"
