@@ -16,13 +16,15 @@ import time
 from typing import Any, Optional, Sequence
 
 from agent.cli_commands import cmd_clear, cmd_collect, cmd_config, cmd_explain, cmd_version
-from agent.cli_common import UsageError, emit, ids, load_config, registry, validate_ids
+from agent.cli_common import emit, ids, load_config, registry, validate_ids
 from agent.cli_common import resolve_policy as resolve_policy  # public: tests and tools use it
 from agent.cli_parser import build_parser as _build_parser
-from agent.errors import ConfigError
-
-EXIT_OPEN, EXIT_CLOSED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-EXIT_NOT_WRITTEN = 4  # gate open, `check --apply` could not (fully) write the verdict
+from agent.errors import EXIT_CLOSED as EXIT_CLOSED  # the exit codes: agent/errors.py's table
+from agent.errors import EXIT_INTERNAL as EXIT_INTERNAL
+from agent.errors import EXIT_NOT_WRITTEN as EXIT_NOT_WRITTEN
+from agent.errors import EXIT_OPEN as EXIT_OPEN
+from agent.errors import EXIT_USAGE as EXIT_USAGE
+from agent.errors import AgentError, ConfigError, UsageError
 
 
 def _registry() -> Any:  # looked up here at each call, so a test can replace the registry
@@ -133,7 +135,7 @@ def _kube_verdict(
 def cmd_run(args: argparse.Namespace) -> int:
     """The agent (docs/metrics.md, docs/systemd.md). The loader validates a config exactly as
     a start does, so SIGHUP with a bad file keeps the running one."""
-    from agent.daemon import service as daemon
+    from agent.daemon.inputs import Generation
 
     checks = _registry()
 
@@ -144,7 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         problems = run_file_problems(config, origin)
         if problems:  # at start: exit 2; on SIGHUP: the running config is kept
             raise ConfigError(problems[0])
-        return daemon.Generation(config, origin, policy, path, skip, strict=args.strict)
+        return Generation(config, origin, policy, path, skip, strict=args.strict)
 
     from agent import cli_run
 
@@ -152,8 +154,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from agent.errors import BundleError
-
     words = list(argv if argv is not None else sys.argv[1:])
     # Anywhere before a `--` (a value such as `--only --debug` is refused by the parser anyway).
     debug = "--debug" in (words[: words.index("--")] if "--" in words else words)
@@ -162,15 +162,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not getattr(args, "func", None):
             raise UsageError("a command is required: check, run, collect, explain, config, version")
         return int(args.func(args))
-    except (UsageError, ConfigError, BundleError) as exc:
-        print(f"gpu-node-agent: error: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_USAGE
     except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
         emit("")
         return EXIT_OPEN
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:
+    except Exception as exc:  # the one place an error becomes an exit code
+        code = exc.exit_code if isinstance(exc, AgentError) else EXIT_INTERNAL
+        if code != EXIT_INTERNAL:  # the user's to fix: one line, never a traceback
+            print(f"gpu-node-agent: error: {_one_line(exc)}", file=sys.stderr)
+            return code
         if debug:
             raise
         print(

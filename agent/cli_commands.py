@@ -2,8 +2,8 @@
 import argparse
 import time
 
-from agent.cli_common import UsageError, emit, load_config, registry, resolve_policy, validate_ids
-from agent.errors import ConfigError
+from agent.cli_common import emit, load_config, registry, resolve_policy, validate_ids
+from agent.errors import ConfigError, UsageError
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -54,14 +54,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_clear(args: argparse.Namespace) -> int:
     """Clear a sticky GPU fault (docs/xid.md); takes the state file's lock."""
     from agent.logs import setup
-    from agent.xid.clear import ClearUsageError, clear
+    from agent.xid.clear import clear
 
     config, _ = load_config(args.config)
     setup(getattr(args, "debug", False))
-    try:
+    try:  # a target that names no GPU: ClearUsageError, a UsageError (exit 2)
         removed = clear(args.target, config.state_dir)
-    except ClearUsageError as exc:
-        raise UsageError(str(exc)) from None
     except OSError as exc:  # not root, read-only /var/lib: say where, not a traceback
         raise UsageError(f"clear: cannot update the state in {config.state_dir}: {exc}") from None
     print(f"cleared {len(removed)} sticky fault(s) for {args.target} in {config.state_dir}")

@@ -1,12 +1,10 @@
-"""What the commands of the command line share: the one-line usage error, stdout that
-tolerates a closed pipe, the check registry, the config and the resolved policy."""
+"""What the commands of the command line share: stdout that tolerates a closed pipe, the
+check registry, the config and the resolved policy. Their errors are agent/errors.py's."""
 import os
 import sys
 from typing import Any, List, Optional, Sequence
 
-
-class UsageError(Exception):
-    """Bad input from the user: one line, exit 2."""
+from agent.errors import UsageError
 
 
 def emit(text: str) -> None:

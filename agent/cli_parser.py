@@ -4,7 +4,7 @@ import argparse
 import os
 from typing import Callable, Mapping, NoReturn
 
-from agent.cli_common import UsageError
+from agent.errors import UsageError
 from agent.model import PATHS
 
 

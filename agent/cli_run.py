@@ -3,7 +3,8 @@ import contextlib
 import logging
 from typing import Any, Callable, ContextManager, Iterator, List, Sequence
 
-from agent.daemon.service import Daemon, Generation, Source
+from agent.daemon.inputs import Generation, Source
+from agent.daemon.service import Daemon
 from agent.logs import log
 from agent.model import Check
 
@@ -11,9 +12,8 @@ from agent.model import Check
 def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -> int:
     """`gpu-node-agent run`, from the command line's parsed args: the NVML client, the Node
     outputs and the XID monitor for a live host, then the Daemon until SIGTERM."""
-    from agent.config import ConfigError
+    from agent.errors import ConfigError
     from agent.logs import setup
-    from agent.outputs.webconfig import WebConfigError
     from agent.version import version
 
     logger = setup(debug=getattr(args, "debug", False))
@@ -42,9 +42,7 @@ def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -
                         logger, listen_override=getattr(args, "listen_address", None),
                         outputs_factory=_node_outputs(args, live, api),
                         xid_monitor=_xid_monitor(gen, logger) if live else None)
-    except WebConfigError as exc:
-        raise ConfigError(str(exc)) from None
-    except OSError as exc:
+    except OSError as exc:  # a WebConfigError is a ConfigError already (exit 2)
         listen = getattr(args, "listen_address", None) or gen.config.run.listen_address
         raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
     return daemon.serve()

@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from agent.engine_replay import PathWatch, Recorder, policy_for_path
 from agent.engine_result import result_of
+from agent.errors import AgentError
 from agent.model import (
     PATHS,
     SKIP_CONFIGURED,
@@ -32,8 +33,9 @@ from agent.model import (
 OK_FOR_DEPENDENTS = (Status.PASS, Status.WARN)
 
 
-class RegistryError(Exception):
-    pass
+class RegistryError(AgentError):
+    """The checks handed to the engine do not form a registry (a duplicate id, an unknown
+    requirement, a cycle): the agent's own bug, internal (exit 3)."""
 
 
 def order_checks(checks: Sequence[Check]) -> List[List[Check]]:

@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
+from agent.errors import EXIT_USAGE, AgentError
 from agent.kube.keymaterial import check_pair
 
 EXEC_API_VERSIONS = (
@@ -29,8 +30,12 @@ EXEC_API_VERSIONS = (
 EXPIRY_MARGIN_S = 60.0
 
 
-class CredentialError(Exception):
-    """Credentials could not be obtained (exec plugin failed, hung, or answered garbage)."""
+class CredentialError(AgentError):
+    """Credentials could not be obtained (exec plugin failed, hung, or answered garbage). The
+    client turns it into Unreachable, so it reaches a verdict line, not the command line; were
+    one to, the fix is the kubeconfig's user or its plugin: exit 2."""
+
+    exit_code = EXIT_USAGE
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import Any, Dict, Optional
 
 import yaml
 
+from agent.errors import ConfigError
 from agent.kube.credentials import (
     EXEC_API_VERSIONS,
     EXPIRY_MARGIN_S,
@@ -37,8 +38,9 @@ from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
 from agent.safeio.yamlio import safe_load
 
 
-class KubeconfigError(Exception):
-    """The kubeconfig is missing or malformed: one line, no secrets."""
+class KubeconfigError(ConfigError):
+    """The kubeconfig is missing or malformed: one line, no secrets. The API callers turn it
+    into a verdict line or an `unknown`; a ConfigError (exit 2) should one reach the user."""
 
 
 def _b64(value: Any, what: str) -> bytes:

@@ -20,6 +20,7 @@ from typing import Callable, Dict, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agent.errors import ConfigError
 from agent.outputs.ratelimit import TokenBucket
 from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
 from agent.safeio.yamlio import YamlError, safe_load
@@ -110,8 +111,8 @@ class AuthLimiter:
                 self._known.popitem(last=False)
 
 
-class WebConfigError(Exception):
-    """One line: file, field, problem."""
+class WebConfigError(ConfigError):
+    """One line: file, field, problem. A ConfigError: `run` refuses it at start with exit 2."""
 
 
 class _Strict(BaseModel):

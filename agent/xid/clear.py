@@ -11,16 +11,17 @@ import logging
 import os
 import pwd
 import re
-from typing import Any, Optional
+from typing import Any, List, Optional
 
+from agent.errors import UsageError
 from agent.xid.state import StateStore, add_clear
 
 log = logging.getLogger("gpu-node-agent").getChild("clear")
 _UUID = re.compile(r"^(GPU|MIG)-[0-9A-Fa-f-]{8,}$")
 
 
-class ClearUsageError(ValueError):
-    pass
+class ClearUsageError(UsageError, ValueError):
+    """A `clear` target that names no GPU: one line, exit 2 (a ValueError, as it always was)."""
 
 
 def who() -> str:
@@ -60,7 +61,7 @@ def clear(target: str, state_dir: str, by: Optional[str] = None, boot: Optional[
     """Returns the faults removed."""
     selector = validate(target)
     store = StateStore(state_dir, boot if boot is not None else boot_id())
-    removed: list = []
+    removed: List[Any] = []
     operator = by or who()
 
     def change(state: Any) -> None:
