@@ -246,7 +246,7 @@ _HOST_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 def listen_address_problem(text: str) -> Optional[str]:
     """Why ``text`` is not a listen address (None when it is): the metrics server's own
     parser, then the host part must be an IP address or an RFC 1123 host name."""
-    from agent.outputs.metrics_server import parse_listen_address
+    from agent.outputs.http_wire import parse_listen_address
 
     try:
         host, _port = parse_listen_address(text)

@@ -40,13 +40,8 @@ import yaml
 from agent.errors import OutputError
 from agent.host.bundle import command_records, write_bundle_meta
 from agent.host.collect_write import Tree, check_target, lock_down, write_new, write_tar
-from agent.host.redact import (
-    TooLarge,
-    redact_command_output,
-    redact_data,
-    redact_file,
-    redact_text,
-)
+from agent.host.redact import TooLarge, redact_command_output, redact_data, redact_file
+from agent.host.redact_lines import redact_text
 from agent.host.resolve import MAX_SYMLINK_HOPS, Resolver, read_fd
 from agent.host.seam import Host
 from agent.hostview import CommandResult

@@ -6,7 +6,7 @@ Spelling: https://toml.io/en/v1.0.0 (keys, basic strings and their escapes, inli
 import datetime
 import math
 import re
-from typing import Any, List
+from typing import Any, Dict, List
 
 # \Z, not $: "$" also matches before a final newline, and a key "a\n" must be quoted.
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+\Z")
@@ -53,12 +53,12 @@ def _toml_value(v: Any) -> str:
     raise TypeError(f"no TOML form for {type(v).__name__}")
 
 
-def emit_toml(data: dict) -> str:
+def emit_toml(data: Dict[str, Any]) -> str:
     """TOML 1.0 text that tomllib parses back to ``data``: scalars and arrays (inline) first in
     each table, then each sub-table under its own ``[a."b.c"]`` header."""
     lines: List[str] = []
 
-    def table(path: List[str], tbl: dict) -> None:
+    def table(path: List[str], tbl: Dict[str, Any]) -> None:
         scalars = [(k, v) for k, v in tbl.items() if not isinstance(v, dict)]
         tables = [(k, v) for k, v in tbl.items() if isinstance(v, dict)]
         if path and (scalars or not tables):

@@ -10,7 +10,7 @@ import gzip
 import io
 import time
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from agent.outputs.webconfig import AUTH_LIMITED, AUTH_OK
 
@@ -81,7 +81,9 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass  # one log line per scrape would flood the journal
 
-    def _send(self, code: int, body: bytes, ctype: str, extra: Optional[dict] = None) -> None:
+    def _send(
+        self, code: int, body: bytes, ctype: str, extra: Optional[Dict[str, str]] = None
+    ) -> None:
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))

@@ -22,7 +22,7 @@ unhashable key, ...) becomes :class:`YamlError`: a ParseError (our one-line erro
 also a ``yaml.YAMLError``, so callers that format ``problem``/``problem_mark`` keep working.
 """
 import re
-from typing import Any, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import yaml
 
@@ -84,7 +84,7 @@ def _check_events(text: str, max_depth: int, max_nodes: int) -> None:
     try:
         stack: List[Tuple[Optional[str], int]] = []
         open_anchors: Set[str] = set()
-        sizes: dict = {}
+        sizes: Dict[str, int] = {}
         total = 0
         while loader.check_event():
             ev = loader.get_event()

@@ -85,7 +85,8 @@ class StateStore:
         """The state for this boot; never raises. Call with the lock held to then save."""
         self.corrupt = False
         try:
-            data = json.loads(read_bytes_capped(self.path, CONFIG_CAP).decode("utf-8"))
+            raw = read_bytes_capped(self.path, CONFIG_CAP)
+            data: Dict[str, Any] = json.loads(raw.decode("utf-8"))
         except FileNotFoundError:
             return empty_state(self.boot_id)
         except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSON errors too

@@ -4,6 +4,7 @@ lapse; written atomically by agent/outputs/nfd.py."""
 
 from typing import Any, Optional
 
+from agent.kube.credentials import parse_rfc3339
 from agent.outputs import nfd
 from agent.outputs.node import reconcile
 
@@ -39,7 +40,7 @@ def expiry(path: str) -> Optional[float]:
         with open(path, encoding="utf-8") as fh:
             for line in fh:
                 if line.startswith("# +expiry-time="):
-                    return reconcile.parse_rfc3339(line.split("=", 1)[1])
+                    return parse_rfc3339(line.split("=", 1)[1])
     except OSError:
         return None
     return None
