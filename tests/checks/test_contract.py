@@ -1,7 +1,7 @@
 """The contract every registered check keeps with the fixture bundles (tests/fixtures/bundles):
 run as `check --bundle B` runs them (scripts/gen-check-docs run_bundles: the engine over each
 bundle's Host, built once; a check is re-evaluated on another path only when its verdict read
-the path), every check
+the path; a bundle with a test-config.yaml is run with that config), every check
 
 (a) passes on at least one bundle,
 (b) has, for each failure code it declares, a bundle that produces it (or an entry in GAPS),
@@ -24,7 +24,8 @@ from tests.conftest import REPO
 
 # Declared failure codes that no fixture bundle produces yet, with why. This list must only
 # shrink: test_gaps_are_real fails when an entry is in fact produced (delete it then), and a
-# new check gets no entry here (docs/adding-a-check.md: one bundle per code).
+# new check gets no entry here (docs/adding-a-check.md: one bundle per code). A code that only
+# a setting produces needs no entry either: its bundle carries a test-config.yaml (below).
 GAPS = {
     ("cdi-spec-current", "spec-required-missing"):
         "needs `cdi.require_spec: true` in the config; bundles run on the built-in config "
@@ -33,10 +34,6 @@ GAPS = {
         "needs `policy.driver.allowed_branches` in the config; bundles run on the built-in "
         "policy, whose list is empty (tests/checks/test_driver_branch.py::"
         "test_branch_outside_the_allowed_list_fails_with_its_code holds it)",
-    ("gpu-xid", "xid-repeating-fail"):
-        "needs a threshold with `status: fail` in `policy.xid`; bundles run on the built-in "
-        "policy, where every threshold warns (tests/checks/test_gpu_xid.py::"
-        "test_a_threshold_set_to_fail_fails_with_its_own_code holds it)",
 }
 
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -171,3 +168,22 @@ def test_the_contract_sees_a_violation():
     assert "b1" in text and "b2" in text and "b3" in text
     assert "b4" not in text and "b5" not in text
     assert failed("s", code="x-bad").code == "x-bad"
+
+
+def test_a_bundle_may_carry_the_config_its_code_needs(tmp_path):
+    # A code only a setting produces gets its bundle a test-config.yaml: the contract runs that
+    # bundle as `check --bundle B --config B/test-config.yaml`, every other bundle without.
+    import shutil
+
+    gen = _generator()
+    for name in ("plain", "configured"):
+        shutil.copytree(REPO / "tests/fixtures/bundles/host-os-debian12", tmp_path / name,
+                        symlinks=True)
+    # Debian 12 is outside the built-in support matrix (policy_v1.yaml os.supported): warn;
+    # a config that lists it makes the same host pass.
+    (tmp_path / "configured" / gen.TEST_CONFIG).write_text(
+        "policy:\n  os:\n    supported:\n      - {id: debian, versions: ['12']}\n")
+    os_check = [c for c in ALL_CHECKS if c.id == "os-supported"]
+    got = {(v.bundle, v.path): (v.status, v.configured) for v in gen.run_bundles(os_check, tmp_path)}
+    assert got[("plain", "dra")] == ("warn", False)
+    assert got[("configured", "dra")] == ("pass", True)
