@@ -5,6 +5,7 @@ Expected values are facts of the fixtures: the real log's five XID 119 lines on 
 """
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -107,14 +108,21 @@ def test_unrecognised_kernel_log_is_unknown_not_no_xid():
 
 
 def test_a_threshold_set_to_fail_fails_with_its_own_code(tmp_path):
-    """No bundle carries a config, so the `status: fail` threshold is driven by one: XID 13
-    twelve times in 3600 s against a threshold of 10 that fails."""
+    """The `status: fail` threshold comes from a config: XID 13 twelve times in 3600 s against
+    a threshold of 10 that fails; the same with the bundle gpu-xid-threshold-fail's own
+    test-config.yaml (the contract run's)."""
     cfg = tmp_path / "config.yaml"
     cfg.write_text(json.dumps({"policy": {"xid": {"codes": {13: {
         "threshold": {"count": 10, "window_s": 3600, "status": "fail"}}}}}}))
     rc, check = gpu_xid("xid-13-repeating", "--config", str(cfg))
     assert (rc, check["status"], check["code"]) == (1, "fail", "xid-repeating-fail")
     assert "XID 13 x12 in 3600s (threshold 10)" in check["summary"]
+    assert check["remediation"] == GPU_XID.failure("xid-repeating-fail").fix
+    name = "gpu-xid-threshold-fail"
+    rc, check = gpu_xid(name, "--config", str(Path(bundle(name)) / "test-config.yaml"))
+    assert (rc, check["status"], check["code"]) == (1, "fail", "xid-repeating-fail")
+    _, check = gpu_xid(name)  # without it: the built-in 10/h threshold warns
+    assert (check["status"], check["code"]) == ("warn", "xid-repeating")
 
 
 def test_every_declared_failure_names_a_fix_and_a_source():
