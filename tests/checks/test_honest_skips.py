@@ -6,6 +6,7 @@ import pytest
 
 from agent.host.build import open_host
 from agent.model import PATHS
+from checks.gpu.readers import snapshot_problem
 from checks.registry import ALL_CHECKS
 from tests.conftest import BUNDLES, run_cli
 
@@ -26,7 +27,9 @@ def _missing_inputs(host, check):
     missing += [f"fact {name}" for name in check.facts if host.fact(name) is None]
     if check.uses_gpus:
         snap = host.gpus()
-        if snap is None or snap.get("error"):
+        # A snapshot whose structure is malformed (docs/gpu-snapshot.md) is no input either:
+        # nvml-responsive reports it (snapshot-malformed) and the GPU checks name it.
+        if snap is None or snap.get("error") or snapshot_problem(snap) is not None:
             missing.append("GPU snapshot")
     if check.uses_kmsg and host.kmsg() is None:
         missing.append("kernel log")
