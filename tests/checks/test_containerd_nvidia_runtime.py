@@ -179,8 +179,6 @@ def test_2x_merge_test_dropins_keep_both_runtimes():
     ("host-foundation-only", "fail", "config-absent", "/etc/containerd/config.toml absent"),
     ("containerd-nvidia-runtime-no-handler", "fail", "handler-missing",
      "no runtime handler 'nvidia'"),
-    ("containerd-nvidia-runtime-handler-not-table", "fail", "handler-not-a-table",
-     "is not a table"),
     ("containerd-nvidia-runtime-runtime-type-v1", "fail", "runtime-type-not-runc-v2",
      "'io.containerd.runtime.v1.linux'"),
     ("containerd-nvidia-runtime-no-binary-name", "fail", "binary-name-missing",
@@ -204,3 +202,13 @@ def test_a_failure_without_its_own_fix_reports_the_declared_one():
     # A fix that names the host's own files stays the outcome's (the 1.x winner's path).
     wiped = on_bundle("containerd-1x-dropin-wipes", CONTAINERD_NVIDIA_RUNTIME, "device-plugin")
     assert "/etc/containerd/conf.d/zz-runc-systemd.toml" in wiped.remediation
+
+
+def test_a_handler_that_is_not_a_table_is_a_config_containerd_rejects(tmp_path):
+    # Real containerd 1.7 on this file: `config dump` exits 1, "Can't convert
+    # /usr/bin/nvidia-container-runtime(string) to config.Runtime".
+    cfg = ('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes]\n'
+           'nvidia = "/usr/bin/nvidia-container-runtime"\n')
+    out = CONTAINERD_NVIDIA_RUNTIME.run(tree(tmp_path, {"/etc/containerd/config.toml": cfg}, V17), policy())
+    assert (out.status, out.code) == ("fail", "config-unloadable")
+    assert "runtime handler 'nvidia' is not a table" in out.summary
