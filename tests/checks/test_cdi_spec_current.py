@@ -152,3 +152,14 @@ def test_required_spec_absent_has_its_code(tmp_path):
     assert (out.status, out.code) == ("fail", "spec-required-missing")
     assert out.remediation is None  # the declared fix applies: regenerate the spec
     assert CDI_SPEC_CURRENT.failure("spec-required-missing").fix.startswith("Regenerate the spec")
+
+
+def test_the_required_spec_bundle_fails_with_its_test_config():
+    where = bundle("cdi-spec-current-required-missing")
+    plain = run_cli(["check", "--bundle", where, "--only", "cdi-spec-current", "--format", "json"])
+    assert plain.json()["checks"][0]["status"] == "pass"  # the same host without the setting
+    res = run_cli(["check", "--bundle", where, "--config", f"{where}/test-config.yaml",
+                   "--only", "cdi-spec-current", "--format", "json"])
+    got = res.json()["checks"][0]
+    assert (got["status"], got["code"]) == ("fail", "spec-required-missing")
+    assert "cdi.require_spec" in got["summary"]

@@ -27,9 +27,6 @@ from tests.conftest import REPO
 # new check gets no entry here (docs/adding-a-check.md: one bundle per code). A code that only
 # a setting produces needs no entry either: its bundle carries a test-config.yaml (below).
 GAPS = {
-    ("cdi-spec-current", "spec-required-missing"):
-        "needs `cdi.require_spec: true` in the config; bundles run on the built-in config "
-        "(tests/checks/test_cdi_spec_current.py::test_no_spec_passes_unless_required holds it)",
     ("driver-branch", "branch-not-allowed"):
         "needs `policy.driver.allowed_branches` in the config; bundles run on the built-in "
         "policy, whose list is empty (tests/checks/test_driver_branch.py::"
