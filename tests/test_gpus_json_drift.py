@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from tests.conftest import BUNDLES
-from tests.fixtures.make_gpu_bundles import snapshot
+from tests.fixtures.make_gpu_bundles import CHECK_CASES, MALFORMED, snapshot
 from tests.nvml_sim import simlib
 
 pytestmark = pytest.mark.integration
@@ -43,11 +43,21 @@ WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
     "gpu-nvml-timeout": ("hang-handle.json", True, 2.0),
     "gpu-mig-enabled": ("mig-enabled.json", True, None),
     "gpu-ecc-sticky": ("healthy-8xh100.json", True, None),
+    # One bundle per GPU-check failure code no scenario above produces (make_gpu_bundles.py).
+    **{name: (scenario, True, None) for name, scenario, _ in CHECK_CASES},
+    "gpu-count-pci-unavailable": ("healthy-8xh100.json", True, None),
+    "gpu-count-count-not-expected": ("healthy-8xh100.json", True, None),
+    "fabric-manager-service-state-unknown": ("healthy-8xh100.json", True, None),
 }
+# The worker's healthy snapshot with one value set to a wrong type after it wrote it
+# (make_gpu_bundles.py MALFORMED): the rest must still be the worker's.
+EDITED = {name: (where, value) for name, where, value in MALFORMED}
 DERIVED = {"full-device-plugin-path": "gpu-h100-snapshot-only", "full-healthy-dra": "gpu-h100-snapshot-only",
            "demo-ready": "gpu-h100-snapshot-only", "demo-kubelet-too-old": "gpu-h100-snapshot-only"}
-# The xid-* bundles carry a hand-written snapshot (make_xid_bundles.py), not the worker's.
-HAND_WRITTEN_PREFIX = "xid-"
+# Bundles whose snapshot is hand-written, not the worker's: xid-* (make_xid_bundles.py) and
+# their copies gpu-xid-*; nvml-responsive-* (gpu-nvml-timeout's with the top-level error
+# replaced, tests/fixtures/PROVENANCE.md).
+HAND_WRITTEN_PREFIX = ("xid-", "gpu-xid-", "nvml-responsive-")
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +91,9 @@ def _first_difference(a: Any, b: Any, where: str = "") -> Optional[str]:
 def test_every_committed_gpus_json_is_covered_by_this_drift_check():
     on_disk = sorted(p.parent.name for p in BUNDLES.glob("*/gpus.json"))
     uncovered = [n for n in on_disk if n not in WORKER_BUNDLES and n not in DERIVED
-                 and not n.startswith(HAND_WRITTEN_PREFIX)]
+                 and n not in EDITED and not n.startswith(HAND_WRITTEN_PREFIX)]
     assert uncovered == []
-    assert sorted(set(WORKER_BUNDLES) | set(DERIVED)) == sorted(
+    assert sorted(set(WORKER_BUNDLES) | set(DERIVED) | set(EDITED)) == sorted(
         n for n in on_disk if not n.startswith(HAND_WRITTEN_PREFIX))
 
 
@@ -106,3 +116,22 @@ def test_composed_bundles_carry_the_healthy_snapshot(bundle):
     assert old and new
     rewritten: List[Any] = json.loads(json.dumps(source).replace(old, new))
     assert _first_difference(derived, rewritten) is None
+
+
+@pytest.mark.parametrize("bundle", sorted(EDITED))
+def test_edited_bundles_differ_from_the_healthy_snapshot_in_their_one_value(bundle):
+    where, value = EDITED[bundle]
+    healthy = json.loads((BUNDLES / "gpu-h100-snapshot-only" / "gpus.json").read_text())
+    edited = json.loads((BUNDLES / bundle / "gpus.json").read_text())
+    node: Any = edited
+    for key in where[:-1]:
+        node = node[key]
+    assert node[where[-1]] == value and node[where[-1]] != _at(healthy, where)
+    node[where[-1]] = _at(healthy, where)
+    assert _first_difference(edited, healthy) is None
+
+
+def _at(doc: Any, where: Tuple[Any, ...]) -> Any:
+    for key in where:
+        doc = doc[key]
+    return doc
