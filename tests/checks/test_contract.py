@@ -27,10 +27,6 @@ from tests.conftest import REPO
 # new check gets no entry here (docs/adding-a-check.md: one bundle per code). A code that only
 # a setting produces needs no entry either: its bundle carries a test-config.yaml (below).
 GAPS = {
-    ("driver-branch", "branch-not-allowed"):
-        "needs `policy.driver.allowed_branches` in the config; bundles run on the built-in "
-        "policy, whose list is empty (tests/checks/test_driver_branch.py::"
-        "test_branch_outside_the_allowed_list_fails_with_its_code holds it)",
     # The GPU checks require nvml-responsive, which owns a missing gpus.json and a malformed
     # structure: over a bundle the engine skips them first, so their own guard (checks/gpu/
     # common.py gpu_check) answers only a direct call.
