@@ -13,7 +13,7 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from agent.cli_commands import cmd_clear, cmd_collect, cmd_config, cmd_explain, cmd_version
 from agent.cli_common import emit, ids, load_config, registry, validate_ids
@@ -25,6 +25,12 @@ from agent.errors import EXIT_NOT_WRITTEN as EXIT_NOT_WRITTEN
 from agent.errors import EXIT_OPEN as EXIT_OPEN
 from agent.errors import EXIT_USAGE as EXIT_USAGE
 from agent.errors import AgentError, ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from agent.config import Config
+    from checks.policy import ResolvedPolicy
+
+Evaluation = Tuple["Config", Optional[str], str, List[str], "ResolvedPolicy"]
 
 
 def _registry() -> Any:  # looked up here at each call, so a test can replace the registry
@@ -43,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     return _build_parser(commands, DESCRIPTION)
 
 
-def _evaluation(args: argparse.Namespace, checks: Sequence[Any]) -> Any:
+def _evaluation(args: argparse.Namespace, checks: Sequence[Any]) -> Evaluation:
     """(config, origin, path, skip ids, resolved policy) for `check` and `run`; raises
     ConfigError/UsageError (exit 2) on a bad file, path or id."""
     if args.config is None and (args.bundle or args.host_root):
@@ -51,7 +57,7 @@ def _evaluation(args: argparse.Namespace, checks: Sequence[Any]) -> Any:
         # not mixed in (pass --config to apply one). See docs/config.md.
         from agent.config import Config
 
-        config, origin = Config(), None
+        config, origin = Config(), None  # type: Config, Optional[str]
     else:
         config, origin = load_config(args.config)
     path = args.path or config.allocation_path

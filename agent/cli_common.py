@@ -2,9 +2,13 @@
 check registry, the config and the resolved policy. Their errors are agent/errors.py's."""
 import os
 import sys
-from typing import Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from agent.errors import UsageError
+
+if TYPE_CHECKING:
+    from agent.config import Config
+    from checks.policy import ResolvedPolicy
 
 
 def emit(text: str) -> None:
@@ -32,14 +36,14 @@ def registry() -> Any:
     return ALL_CHECKS
 
 
-def load_config(path: Optional[str]) -> Any:
+def load_config(path: Optional[str]) -> Tuple["Config", Optional[str]]:
     from agent.config import load_config
 
     config, _origin = load_config(path)
     return config, _origin
 
 
-def resolve_policy(config: Any, origin: Optional[str], path: str) -> Any:
+def resolve_policy(config: "Config", origin: Optional[str], path: str) -> "ResolvedPolicy":
     from agent.config import policy_error
     from checks.policy import ResolvedPolicy, load_policy
 

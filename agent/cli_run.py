@@ -1,12 +1,21 @@
 """Assembles `gpu-node-agent run` (agent/daemon/service.py) from the command line's arguments."""
 import contextlib
 import logging
-from typing import Any, Callable, ContextManager, Iterator, List, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, List, Sequence, cast
 
 from agent.daemon.inputs import Generation, Source
 from agent.daemon.service import Daemon
 from agent.logs import log
 from agent.model import Check
+
+if TYPE_CHECKING:
+    from agent.config import Config
+
+
+def whole_config(gen: Generation) -> "Config":
+    """A Generation's whole config. The daemon types it by the little it reads (DaemonConfig);
+    every Generation is built by agent/cli.py's loader from an agent.config.Config."""
+    return cast("Config", gen.config)
 
 
 def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -> int:
@@ -22,7 +31,7 @@ def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -
     if (args.host_root is None and args.bundle is None) or getattr(args, "nvml", False):
         from agent.nvml.client import NvmlClient
 
-        g = gen.config.gpu
+        g = whole_config(gen).gpu
         gpus = NvmlClient(deadline_s=g.nvml_deadline_s, first_deadline_s=g.nvml_first_deadline_s,
                           maintenance_flag=g.maintenance_flag)
     first = [gen]
@@ -75,7 +84,7 @@ def _node_outputs(args: Any, live: bool, api: Any) -> Callable[[Generation], Lis
     this machine's Node, or in its NFD directory, would be a verdict about another host)."""
 
     def make(gen: Generation) -> List[Any]:
-        kube, nfd = gen.config.kube, gen.config.nfd
+        kube, nfd = whole_config(gen).kube, whole_config(gen).nfd
         if not live or not (kube.enabled or nfd.enabled):
             return []
         if not kube.enabled:  # the NFD file alone: no API session is opened for it

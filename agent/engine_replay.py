@@ -10,6 +10,8 @@ could not give (never captured), so the fix can say how to capture it.
 import copy
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from agent.hostview import HostView
+
 
 def policy_for_path(policy: Any, path: str) -> Any:
     """``policy`` resolved for another allocation path: its own ``for_path`` if it has one,
@@ -46,7 +48,7 @@ class Recorder:
     command a bundle did not record, no kernel log, no GPU snapshot, a fact left null), so
     the fix for such a result can say how to capture it rather than how to repair a host."""
 
-    def __init__(self, host: Any, missing: Optional[List[str]] = None) -> None:
+    def __init__(self, host: HostView, missing: Optional[List[str]] = None) -> None:
         self._gna_host = host
         self._gna_answers: Dict[Tuple[str, ...], List[Any]] = {}
         self._gna_replay: Optional[Dict[Tuple[str, ...], List[Any]]] = None

@@ -1,16 +1,48 @@
 """What the command line hands `run` (agent/cli_run.py builds these): one validated
 configuration at a time, and where each cycle's host comes from."""
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, List, Optional
+from typing import Any, Callable, ContextManager, List, Optional, Protocol
 
 from agent.outputs.webconfig import WebConfig
+
+
+class RunSettings(Protocol):
+    """The `run:` settings the daemon reads (docs/metrics.md, docs/systemd.md); agent.config's
+    RunConfig has them. Read-only properties, so the pydantic model's fields match."""
+
+    @property
+    def listen_address(self) -> str: ...
+
+    @property
+    def web_config_file(self) -> Optional[str]: ...
+
+    @property
+    def textfile_dir(self) -> Optional[str]: ...
+
+    @property
+    def exit_on_new_driver(self) -> bool: ...
+
+    @property
+    def fast_interval(self) -> float: ...
+
+    @property
+    def slow_interval(self) -> float: ...
+
+
+class DaemonConfig(Protocol):
+    """What the daemon reads of a configuration: its `run:` section. The whole config
+    (agent.config.Config) belongs to the command line, which the daemon does not import
+    (docs/architecture.md); the command line reads the rest (kube, nfd, gpu) itself."""
+
+    @property
+    def run(self) -> RunSettings: ...
 
 
 @dataclass
 class Generation:
     """One validated configuration: what the loader returns, what SIGHUP replaces."""
 
-    config: Any  # agent.config.Config
+    config: DaemonConfig  # an agent.config.Config, built by the command line
     origin: Optional[str]
     policy: Any  # checks.policy.ResolvedPolicy
     path: str

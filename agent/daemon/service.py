@@ -20,7 +20,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional
 
 from agent.daemon.cycle import cycle_snapshot, cycle_xid_counts, log_changes
 from agent.daemon.driver import DriverWatch
-from agent.daemon.inputs import Generation, Source, StickyFromMemory
+from agent.daemon.inputs import DaemonConfig, Generation, Source, StickyFromMemory
 from agent.daemon.parts import (
     Clock,
     OutputPump,
@@ -120,7 +120,7 @@ class Daemon(ProcessShell):
             xid_monitor.on_sticky = self.urgent_cycle
 
     # -- configuration -------------------------------------------------------------------
-    def _load_web(self, config: Any) -> Optional[WebConfig]:
+    def _load_web(self, config: DaemonConfig) -> Optional[WebConfig]:
         path = config.run.web_config_file
         return load_web_config(path) if path else None
 
