@@ -61,7 +61,7 @@ FOLDERS = {
 TOP_LEVEL = {
     "__init__.py", "py.typed",
     "model.py", "engine.py", "engine_replay.py", "report.py", "errors.py", "version.py",
-    "logs.py",
+    "logs.py", "snapshot.py",
     "cli.py", "cli_run.py", "cli_kube.py", "cli_parser.py", "cli_common.py", "cli_commands.py",
     "config.py", "explain.py",
     "daemon", "outputs", "kube", "host", "xid", "nvml", "safeio",
