@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Union
 
 from agent.host.resolve import HostPathError, Resolver
 from agent.hostview import CommandResult
-from agent.snapshot import GpuSnapshot
 from agent.safeio.bounded import DEFAULT_CAP, ReadCapExceeded, read_bytes_capped
 from agent.safeio.commands import SubprocessCommands
+from agent.snapshot import GpuSnapshot
 
 MAX_READ_BYTES = DEFAULT_CAP  # no file a check reads is this large; bounds a hostile bundle
 
