@@ -3,7 +3,7 @@ fixture bundle is regenerated from the simulated libnvidia-ml (tests/nvml_sim, c
 against nvml.h) under its scenario and compared field by field with the committed file.
 
 A change to the worker (a renamed field, a swapped clock-event bit, a new error kind) or to a
-scenario that was not followed by `python tests/fixtures/make_gpu_bundles.py` fails here,
+scenario that was not followed by `python tests/fixtures/generate.py gpu` fails here,
 naming the bundle and the first differing path. Needs gcc (CI installs it): a missing
 compiler is a failure, never a skip, because the check tests depend on these fixtures.
 """
@@ -13,14 +13,14 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from tests.conftest import BUNDLES
-from tests.fixtures.make_gpu_bundles import CHECK_CASES, MALFORMED, snapshot
+from tests.fixtures.families.gpu import CHECK_CASES, MALFORMED, snapshot
 from tests.nvml_sim import simlib
 
 pytestmark = pytest.mark.integration
 
 # bundle -> (scenario, library present, client deadline). The bundles
-# tests/fixtures/make_gpu_bundles.py writes from the worker; full-healthy-* copy
-# gpu-h100-snapshot-only's snapshot with the driver version rewritten (make_full_bundles.py).
+# tests/fixtures/families/gpu.py writes from the worker; full-healthy-* copy
+# gpu-h100-snapshot-only's snapshot with the driver version rewritten (families/full.py).
 WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
     "gpu-h100-snapshot-only": ("healthy-8xh100.json", True, None),
     "gpu-h200-snapshot-only": ("healthy-8xh200.json", True, None),
@@ -43,18 +43,18 @@ WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
     "gpu-nvml-timeout": ("hang-handle.json", True, 2.0),
     "gpu-mig-enabled": ("mig-enabled.json", True, None),
     "gpu-ecc-sticky": ("healthy-8xh100.json", True, None),
-    # One bundle per GPU-check failure code no scenario above produces (make_gpu_bundles.py).
+    # One bundle per GPU-check failure code no scenario above produces (families/gpu.py).
     **{name: (scenario, True, None) for name, scenario, _ in CHECK_CASES},
     "gpu-count-pci-unavailable": ("healthy-8xh100.json", True, None),
     "gpu-count-count-not-expected": ("healthy-8xh100.json", True, None),
     "fabric-manager-service-state-unknown": ("healthy-8xh100.json", True, None),
 }
 # The worker's healthy snapshot with one value set to a wrong type after it wrote it
-# (make_gpu_bundles.py MALFORMED): the rest must still be the worker's.
+# (families/gpu.py MALFORMED): the rest must still be the worker's.
 EDITED = {name: (where, value) for name, where, value in MALFORMED}
 DERIVED = {"full-device-plugin-path": "gpu-h100-snapshot-only", "full-healthy-dra": "gpu-h100-snapshot-only",
            "demo-ready": "gpu-h100-snapshot-only", "demo-kubelet-too-old": "gpu-h100-snapshot-only"}
-# Bundles whose snapshot is hand-written, not the worker's: xid-* (make_xid_bundles.py) and
+# Bundles whose snapshot is hand-written, not the worker's: xid-* (families/xid.py) and
 # their copies gpu-xid-*; nvml-responsive-* (gpu-nvml-timeout's with the top-level error
 # replaced, tests/fixtures/PROVENANCE.md).
 HAND_WRITTEN_PREFIX = ("xid-", "gpu-xid-", "nvml-responsive-")
@@ -105,7 +105,7 @@ def test_committed_gpus_json_matches_the_worker_on_the_simulated_library(built, 
     regenerated["captured_at"] = committed.get("captured_at")
     diff = _first_difference(regenerated, committed)
     assert diff is None, (f"{bundle}/gpus.json drifted from the worker ({scenario}): {diff}; "
-                          "rerun python tests/fixtures/make_gpu_bundles.py")
+                          "rerun python tests/fixtures/generate.py gpu")
 
 
 @pytest.mark.parametrize("bundle", sorted(DERIVED))

@@ -1,7 +1,7 @@
 """What the GPU checks' tests share (tests/checks/test_<module>.py for checks/gpu/<module>.py):
 the GPU checks run over a fixture bundle (tests/fixtures/bundles/gpu-* and <check-id>-*),
 whose gpus.json the real worker read from the simulated library
-(tests/fixtures/make_gpu_bundles.py); expected values are facts of the scenario files."""
+(tests/fixtures/families/gpu.py); expected values are facts of the scenario files."""
 import json
 
 from checks.registry import by_id

@@ -1,4 +1,4 @@
-"""Whole hosts composed from the family fixtures (tests/fixtures/make_full_bundles.py): every
+"""Whole hosts composed from the family fixtures (tests/fixtures/families/full.py): every
 registered check passes on its path and the gate is open; breaking one part closes it."""
 import shutil
 

@@ -1,7 +1,7 @@
 """nvml-responsive on fixture bundles (tests/fixtures/bundles/gpu-*): it owns every NVML-level
 error in the snapshot (docs/gpu-snapshot.md, error.kind), and the GPU checks skip naming it.
 Each bundle's gpus.json was read by the real worker from the simulated library
-(tests/fixtures/make_gpu_bundles.py); expected values are facts of the scenario files."""
+(tests/fixtures/families/gpu.py); expected values are facts of the scenario files."""
 import json
 
 import pytest

@@ -1,5 +1,7 @@
 """tests/fixtures/generate.py is the one entry point for the generated bundles: it names every
-family generator there is, each script exists, and an unknown family is one line, exit 2."""
+family module under tests/fixtures/families, each has a main(), and an unknown family is one
+line, exit 2."""
+import importlib
 import runpy
 import subprocess
 import sys
@@ -13,12 +15,16 @@ def _module():
     return runpy.run_path(str(GENERATE))  # not as __main__: defines, runs nothing
 
 
-def test_every_generator_script_is_a_family_and_full_runs_last():
+def test_every_generator_module_is_a_family_and_full_runs_last():
     families = _module()["FAMILIES"]
-    scripts = {str(p.relative_to(REPO / "tests" / "fixtures"))
-               for p in (REPO / "tests" / "fixtures").rglob("make_*bundles.py")}
-    assert {script for script, _ in families.values()} == scripts
+    modules = {p.stem for p in (REPO / "tests" / "fixtures" / "families").glob("*.py")
+               if p.name != "__init__.py"}
+    assert {module for module, _ in families.values()} == modules
+    # No generator left outside the one entry point.
+    assert list((REPO / "tests" / "fixtures").rglob("make_*.py")) == []
     assert list(families)[-1] == "full"  # it composes whole hosts from the others' bundles
+    for module, _ in families.values():
+        assert callable(importlib.import_module(f"tests.fixtures.families.{module}").main)
 
 
 def test_list_and_an_unknown_family():
