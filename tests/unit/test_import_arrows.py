@@ -39,8 +39,9 @@ ARROWS: Dict[str, Tuple[str, ...]] = {
 }
 
 # The core: the package itself and the modules every wing may build on.
-CORE = ("agent", "agent.model", "agent.engine", "agent.engine_replay", "agent.report",
-        "agent.errors", "agent.version", "agent.logs", "agent.snapshot")
+CORE = ("agent", "agent.model", "agent.engine", "agent.engine_replay", "agent.engine_result",
+        "agent.report", "agent.errors", "agent.version", "agent.logs", "agent.snapshot",
+        "agent.hostview")
 # The command line, the one composition root: agent.cli, agent.cli_*, the config and explain.
 CLI = ("agent.cli", "agent.config", "agent.explain")
 CLI_PREFIX = "agent.cli_"
@@ -60,8 +61,8 @@ FOLDERS = {
 # here is a decision: put it in a wing, or name it here and in docs/architecture.md.
 TOP_LEVEL = {
     "__init__.py", "py.typed",
-    "model.py", "engine.py", "engine_replay.py", "report.py", "errors.py", "version.py",
-    "logs.py", "snapshot.py",
+    "model.py", "engine.py", "engine_replay.py", "engine_result.py", "report.py", "errors.py",
+    "version.py", "logs.py", "snapshot.py", "hostview.py",
     "cli.py", "cli_run.py", "cli_kube.py", "cli_parser.py", "cli_common.py", "cli_commands.py",
     "config.py", "explain.py",
     "daemon", "outputs", "kube", "host", "xid", "nvml", "safeio",
