@@ -18,6 +18,7 @@ from checks.base import (
     version_str,
     version_tuple,
 )
+from checks.dpkg import installed_version
 from checks.policy import ResolvedPolicy
 
 CTK_ARGV = ("nvidia-ctk", "--version")
@@ -30,14 +31,9 @@ MINIMUM = ("NVIDIA Container Toolkit release notes v1.18.0 (CDI generation and t
 
 
 def dpkg_version(text: str, package: str) -> Optional[str]:
-    """The installed version of ``package`` in a dpkg status file (for --host-root trees)."""
-    for stanza in text.split("\n\n"):
-        fields = dict(
-            line.split(": ", 1) for line in stanza.splitlines() if ": " in line and line[0] != " "
-        )
-        if fields.get("Package") == package and "installed" in fields.get("Status", ""):
-            return fields.get("Version")
-    return None
+    """The installed version of ``package`` in a dpkg status file (for --host-root trees):
+    its Status's third word must say installed (checks/dpkg.py), not merely contain it."""
+    return installed_version(text, package)
 
 
 def _installed_version(host: HostView) -> Tuple[Optional[Tuple[int, int, int]], str, Optional[str]]:

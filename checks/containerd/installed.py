@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from checks.base import HostView
 from checks.containerd.config import parse_toml, unredact
+from checks.dpkg import installed_versions
 
 BINARIES = ("containerd", "/snap/k8s/current/bin/containerd")
 VERSION_ARGVS = tuple((b, "--version") for b in BINARIES)
@@ -43,15 +44,12 @@ def installed_containerd(host: HostView) -> Installed:
             if v:
                 return Installed(v, " ".join(argv), argv[0])
     status = host.read_text_or_none(DPKG_STATUS) or ""
-    for stanza in status.split("\n\n"):
-        lines = stanza.splitlines()
-        if any(f"Package: {p}" == ln for p in _DPKG_PACKAGES for ln in lines) and any(
-            ln.startswith("Status:") and "installed" in ln for ln in lines
-        ):
-            ver = next((ln[9:] for ln in lines if ln.startswith("Version: ")), "")
-            v = _parse_version(ver)
-            if v:
-                return Installed(v, DPKG_STATUS, None)
+    # Installed means the Status's third word says so (checks/dpkg.py), not "installed"
+    # anywhere in the line ("install ok half-installed", "deinstall ok config-files").
+    for _, version in installed_versions(status, _DPKG_PACKAGES):
+        v = _parse_version(version)
+        if v:
+            return Installed(v, DPKG_STATUS, None)
     return Installed(None, "", None)
 
 

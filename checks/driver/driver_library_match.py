@@ -1,6 +1,6 @@
 """driver-library-match: the loaded kernel module's version matches userspace libnvidia-ml."""
 import re
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 from checks.base import (
     ALL_PATHS,
@@ -34,6 +34,11 @@ NVML_MISMATCH = (
 )
 
 
+def _version_key(version: str) -> Tuple[int, ...]:
+    # Driver versions are dotted decimals (_LIB_VERSION): 580.95.05, 580.105.08, 535.288.
+    return tuple(int(part) for part in version.split("."))
+
+
 def userspace_nvml_versions(host: HostView) -> Dict[str, str]:
     """libnvidia-ml version per library directory, from the soname link the loader uses
     (libnvidia-ml.so.1 -> libnvidia-ml.so.<version>), else from the versioned file."""
@@ -50,7 +55,8 @@ def userspace_nvml_versions(host: HostView) -> Dict[str, str]:
             if (mm := _LIB_VERSION.search(path))
         ]
         if versioned:
-            found[lib_dir] = sorted(versioned)[-1]
+            # Newest by number, not by string: "580.105.08" is newer than "580.95.05".
+            found[lib_dir] = max(versioned, key=_version_key)
     return found
 
 

@@ -4,7 +4,7 @@ gpu-count owns lost GPUs (docs/gpu-snapshot.md, "How the GPU checks read it"): a
 lists with a GPU-level `error` (`gpu_lost`, NVML_ERROR_GPU_IS_LOST in nvml.h: the GPU fell
 off the bus, XID 79 in NVIDIA's "XID Errors") fails here, once, naming its PCI slot.
 """
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from agent.snapshot import GpuSnapshot
 from checks.base import (
@@ -29,7 +29,7 @@ from checks.gpu.common import (
     malformed,
     snapshot_failures,
 )
-from checks.gpu.readers import SnapshotError, opt_int, text
+from checks.gpu.readers import SnapshotError, kind_of, opt_int, text
 from checks.policy import ResolvedPolicy
 
 GPU_NOT_USABLE = "gpu-not-usable"
@@ -44,6 +44,17 @@ FIX = ("A GPU on PCI that NVML cannot use has usually fallen off the bus (XID 79
 XID_SOURCE = "NVIDIA XID Errors (XID 79: GPU has fallen off the bus); nvml.h nvmlDeviceGetCount"
 
 
+def _slotless(pci: Optional[List[Dict[str, Any]]]) -> Optional[str]:
+    """Why the PCI inventory is unusable (an NVIDIA GPU entry whose "slot" is not a
+    non-empty string), or None when every entry has one."""
+    for d in pci or []:
+        slot = d.get("slot")
+        if not isinstance(slot, str) or not slot:
+            what = "missing" if "slot" not in d else ("empty" if slot == "" else kind_of(slot))
+            return f"pci_devices: an NVIDIA GPU entry's slot is {what}"
+    return None
+
+
 def _gpu_count(host: HostView, policy: ResolvedPolicy, snap: GpuSnapshot) -> Outcome:
     gpus = snap.get("gpus") or []
     try:
@@ -54,16 +65,24 @@ def _gpu_count(host: HostView, policy: ResolvedPolicy, snap: GpuSnapshot) -> Out
     lost = [g for g in gpus if g.get("error")]
     usable = nvml_count - len(lost)
     pci = nvidia_gpus_on_pci(host.fact("pci_devices"))
+    # Host facts are untrusted input: an NVIDIA GPU entry without a slot string cannot be
+    # matched to NVML's pci_bus_id, so the inventory is malformed and not used (as if absent:
+    # pci-unavailable), never guessed and never a KeyError.
+    pci_malformed = _slotless(pci)
+    if pci_malformed is not None:
+        pci = None
     expected = policy.setting("expected_gpus")
     details: Dict[str, Any] = {
         "nvml": nvml_count, "usable": usable, "pci": None if pci is None else len(pci),
         "expected": expected, "lost": [g.get("index") for g in lost],
     }
+    if pci_malformed is not None:
+        details["pci_malformed"] = pci_malformed
     problems: List[str] = []
     codes: List[str] = []
     # NVML's "00000000:1A:00.0" vs udev's "0000:1a:00.0": compare domain:bus:dev.fn, lowercase.
     readable = {str(g.get("pci_bus_id") or "").lower()[-12:] for g in gpus if not g.get("error")}
-    missing = [d["slot"] for d in pci or [] if str(d.get("slot", "")).lower()[-12:] not in readable]
+    missing = [str(d["slot"]) for d in pci or [] if str(d["slot"]).lower()[-12:] not in readable]
     for gpu in lost:
         err: Any = gpu.get("error")
         problems.append(f"{gpu_label(gpu)} not usable: {text(err.get('kind'))} "
@@ -86,8 +105,9 @@ def _gpu_count(host: HostView, policy: ResolvedPolicy, snap: GpuSnapshot) -> Out
     if nvml_count == 0:
         return failed("no NVIDIA GPU: NVML sees 0 and none on PCI", code=NO_GPU, **details)
     if pci is None and expected is None:
+        why = "not available" if pci_malformed is None else f"malformed ({pci_malformed})"
         return warned(
-            f"NVML sees {nvml_count} GPU(s); PCI inventory not available to cross-check "
+            f"NVML sees {nvml_count} GPU(s); PCI inventory {why} to cross-check "
             "(set expected_gpus to pin the count)",
             code=PCI_UNAVAILABLE, **details,
         )
