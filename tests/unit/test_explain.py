@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from agent.explain import NVML_FIELDS, POLICY_KEYS, SETTING_KEYS, policy_citations
+from agent.cli_explain_tables import NVML_FIELDS, POLICY_KEYS, SETTING_KEYS
+from agent.explain import policy_citations
 from checks.registry import ALL_CHECKS
 from tests.conftest import REPO, run_cli
 

@@ -66,6 +66,7 @@ TOP_LEVEL = {
     "model.py", "engine.py", "engine_replay.py", "engine_result.py", "report.py", "errors.py",
     "version.py", "logs.py", "snapshot.py", "hostview.py",
     "cli.py", "cli_run.py", "cli_kube.py", "cli_parser.py", "cli_common.py", "cli_commands.py",
+    "cli_explain_tables.py",
     "config.py", "explain.py",
     "daemon", "outputs", "kube", "host", "xid", "nvml", "safeio",
 }
