@@ -24,6 +24,7 @@ from checks.base import (
     Outcome,
     Status,
     failed,
+    needs,
     passed,
     skipped,
     unknown,
@@ -36,7 +37,6 @@ from checks.policy import ResolvedPolicy
 NVML_REQUIRES = ("nvml-responsive",)
 
 # -- the failure codes every GPU check shares (declared on each: snapshot_failures) -------
-SNAPSHOT_MISSING = "snapshot-missing"
 SNAPSHOT_MALFORMED = "snapshot-malformed"
 FIELD_UNREADABLE = "field-unreadable"
 SNAPSHOT_DOC = "docs/gpu-snapshot.md, \"How the GPU checks read it\""
@@ -50,19 +50,16 @@ MEMORY_ERRORS = ("NVIDIA GPU Memory Error Management "
 def snapshot_failures(reads_fields: bool = True) -> Tuple[Failure, ...]:
     """The unknowns :func:`gpu_check` and :func:`each_field` produce, for a check's
     ``failures``; ``reads_fields=False`` for a check that reads no per-GPU field (gpu-count)."""
-    out: Tuple[Failure, ...] = (
-        Failure(SNAPSHOT_MISSING, Status.UNKNOWN,
-                "no GPU snapshot (gpus.json) for this host",
-                "nvml-responsive says why NVML gave none; for a bundle, collect it again on the "
-                "host (collect writes gpus.json).", SNAPSHOT_DOC),
-        Failure(SNAPSHOT_MALFORMED, Status.UNKNOWN,
-                "a snapshot field has the wrong type (the summary names the field)",
-                "The snapshot is not what the NVML worker writes (docs/gpu-snapshot.md): collect "
-                "the bundle again; if the running agent produced it, report an agent bug with "
-                "the field named.", SNAPSHOT_DOC),
-    )
+    # No snapshot, or one malformed in its structure, is nvml-responsive's (gpu_check skips
+    # naming it); a per-GPU field of the wrong type is the check's own.
+    out: Tuple[Failure, ...] = ()
     if reads_fields:
         out += (
+            Failure(SNAPSHOT_MALFORMED, Status.UNKNOWN,
+                    "a snapshot field has the wrong type (the summary names the field)",
+                    "The snapshot is not what the NVML worker writes (docs/gpu-snapshot.md): "
+                    "collect the bundle again; if the running agent produced it, report an "
+                    "agent bug with the field named.", SNAPSHOT_DOC),
             Failure(FIELD_UNREADABLE, Status.UNKNOWN,
                     "NVML answered an error other than not_supported for the field the check "
                     "reads", "The GPU's errors[field] in gpus.json names the NVML error: "
@@ -86,17 +83,20 @@ def gpu_check(judge: Judge) -> Callable[[HostView, ResolvedPolicy], Outcome]:
 
     @functools.wraps(judge)
     def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
+        # No snapshot, a malformed one, or an NVML error: nvml-responsive owns each of these
+        # (it fails or is unknown with its own code), so the GPU check names it and skips.
         snap = host.gpus()
+        owner = NVML_REQUIRES[0]
         if snap is None:
-            return unknown("GPU snapshot not captured for this host (no gpus.json)",
-                           code=SNAPSHOT_MISSING)
+            return needs(owner, f"needs {owner} (no GPU snapshot for this host: no gpus.json)")
         problem = snapshot_problem(snap)
         if problem is not None:
-            return malformed(problem)
+            return needs(owner, f"needs {owner} (GPU snapshot malformed: {problem})",
+                         field=problem.field)
         error = snap.get("error")
         if error:
             kind = text(error.get("kind") or "error")
-            return skipped(f"needs nvml-responsive (NVML error: {kind})")
+            return needs(owner, f"needs {owner} (NVML error: {kind})")
         return judge(host, policy, snap)
 
     return run

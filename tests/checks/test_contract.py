@@ -26,20 +26,10 @@ from tests.conftest import REPO
 # shrink: test_gaps_are_real fails when an entry is in fact produced (delete it then), and a
 # new check gets no entry here (docs/adding-a-check.md: one bundle per code). A code that only
 # a setting produces needs no entry either: its bundle carries a test-config.yaml (below).
-GAPS = {
-    # The GPU checks require nvml-responsive, which owns a missing gpus.json and a malformed
-    # structure: over a bundle the engine skips them first, so their own guard (checks/gpu/
-    # common.py gpu_check) answers only a direct call.
-    **{(cid, "snapshot-missing"):
-       "the engine skips the check (needs nvml-responsive) when gpus.json is missing "
-       "(tests/checks/test_gpu_common.py::test_the_prologue_without_a_snapshot_is_unknown)"
-       for cid in ("gpu-count", "driver-persistence", "fabric-manager", "mig-mode", "gpu-ecc",
-                   "gpu-row-remap", "gpu-thermal", "gpu-pcie-link", "gpu-nvlink")},
-    ("gpu-count", "snapshot-malformed"):
-        "gpu-count reads only what nvml-responsive validates first (index, error, pci_bus_id, "
-        "device_count), so the engine skips it on a malformed one "
-        "(tests/checks/test_gpu_common.py::test_a_malformed_structure_is_unknown_naming_the_field)",
-}
+# (check id, code) -> why no bundle produces it yet. Empty: every declared code has a bundle.
+# (The GPU checks' guard for a missing or malformed snapshot skips naming nvml-responsive,
+# which owns those codes, so no GPU check declares a code only a direct call could reach.)
+GAPS: dict = {}
 
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ISSUE_STATUSES = (Status.WARN, Status.FAIL, Status.UNKNOWN)

@@ -9,7 +9,6 @@ from checks.gpu import common
 from checks.gpu.common import (
     FIELD_UNREADABLE,
     SNAPSHOT_MALFORMED,
-    SNAPSHOT_MISSING,
     Findings,
     gpu_check,
 )
@@ -50,19 +49,21 @@ def test_every_gpu_check_is_built_by_gpu_check():
         assert judge.__module__ == "checks.gpu." + check.id.replace("-", "_"), check.id
 
 
+# No snapshot, a malformed structure, an NVML error: nvml-responsive owns each (its own codes
+# snapshot-missing, snapshot-malformed and the NVML error kinds), so a GPU check called
+# directly skips naming it, as the engine does over a bundle (requires nvml-responsive).
 @pytest.mark.parametrize("check", GPU_CHECKS, ids=lambda c: c.id)
-def test_the_prologue_without_a_snapshot_is_unknown(check):
-    # Over a bundle the engine skips these (requires nvml-responsive); a direct call gets this.
+def test_the_prologue_without_a_snapshot_skips_naming_nvml_responsive(check):
     out = check.run(Host(None), POLICY)
-    assert (out.status, out.code) == (Status.UNKNOWN, SNAPSHOT_MISSING)
-    assert out.summary == "GPU snapshot not captured for this host (no gpus.json)"
-    assert check.failure(SNAPSHOT_MISSING).status is Status.UNKNOWN
+    assert (out.status, out.skip, out.code) == (Status.SKIP, "needs:nvml-responsive", None)
+    assert out.summary == "needs nvml-responsive (no GPU snapshot for this host: no gpus.json)"
+    assert "snapshot-missing" not in {f.code for f in check.failures}
 
 
 @pytest.mark.parametrize("check", GPU_CHECKS, ids=lambda c: c.id)
-def test_a_malformed_structure_is_unknown_naming_the_field(check):
+def test_a_malformed_structure_skips_naming_nvml_responsive_and_the_field(check):
     out = check.run(Host({"gpus": [{"index": "0"}]}), POLICY)
-    assert (out.status, out.code) == (Status.UNKNOWN, SNAPSHOT_MALFORMED)
+    assert (out.status, out.skip, out.code) == (Status.SKIP, "needs:nvml-responsive", None)
     assert out.details["field"] == "gpus[0].index"
     assert "is a string, expected a non-negative integer" in out.summary
 
@@ -71,7 +72,7 @@ def test_a_malformed_structure_is_unknown_naming_the_field(check):
 def test_an_nvml_error_is_a_skip_naming_nvml_responsive(check):
     out = check.run(Host({"error": {"kind": "driver_not_loaded", "message": "x"}, "gpus": []}),
                     POLICY)
-    assert (out.status, out.code) == (Status.SKIP, None)
+    assert (out.status, out.skip, out.code) == (Status.SKIP, "needs:nvml-responsive", None)
     assert out.summary == "needs nvml-responsive (NVML error: driver_not_loaded)"
 
 
@@ -119,6 +120,10 @@ def test_findings_warn_with_the_first_warning_code_and_pass_without_any():
 @pytest.mark.parametrize("check", GPU_CHECKS, ids=lambda c: c.id)
 def test_every_gpu_check_declares_the_prologue_codes(check):
     codes = {f.code for f in check.failures}
-    assert {SNAPSHOT_MISSING, SNAPSHOT_MALFORMED} <= codes
-    # gpu-count reads no per-GPU field through each_field, so it has no field-unreadable.
-    assert (FIELD_UNREADABLE in codes) is (check.id != "gpu-count")
+    # A per-GPU field of the wrong type or unreadable is the check's own; gpu-count reads no
+    # per-GPU field through each_field, so it has neither. A missing snapshot never is.
+    if check.id == "gpu-count":
+        assert not {SNAPSHOT_MALFORMED, FIELD_UNREADABLE} & codes
+    else:
+        assert {SNAPSHOT_MALFORMED, FIELD_UNREADABLE} <= codes
+    assert "snapshot-missing" not in codes
