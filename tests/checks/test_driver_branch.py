@@ -5,7 +5,7 @@ Expected values are facts of the fixtures (the driver version in the real
 """
 import pytest
 
-from tests.checks.host_stack import results
+from tests.checks.host_stack import assert_code, assert_row, results
 from tests.conftest import bundle, run_cli
 
 
@@ -19,13 +19,7 @@ from tests.conftest import bundle, run_cli
     ],
 )
 def test_each_failure_has_a_fixture_host(name, path, check_id, status, needle):
-    rc, checks, doc = results(name, path)
-    got = checks[check_id]
-    assert got["status"] == status, got["summary"]
-    assert needle in got["summary"]
-    if status in ("fail", "unknown"):
-        assert rc == 1 and check_id in doc["gate"]["blocking"]
-        assert got["remediation"]
+    assert_row(name, path, check_id, status, needle)
 
 
 def test_driver_branch_details_name_the_branch_kind():
@@ -60,9 +54,7 @@ def test_eol_branch_warns_on_device_plugin_only(tmp_path):
     ("host-foundation-only", "dra", None),
 ])
 def test_failure_codes_on_fixture_hosts(name, path, code):
-    # The JSON's checks[].code names the declared failure (docs/json-output.md).
-    _, checks, _ = results(name, path, only="driver-branch")
-    assert checks["driver-branch"]["code"] == code, checks["driver-branch"]["summary"]
+    assert_code(name, path, "driver-branch", code)
 
 
 def test_branch_outside_the_allowed_list_fails_with_its_code(tmp_path):

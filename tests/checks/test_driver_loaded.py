@@ -5,7 +5,7 @@ Expected values are facts of the fixtures (the driver version in the real
 """
 import pytest
 
-from tests.checks.host_stack import FOUNDATION, results
+from tests.checks.host_stack import FOUNDATION, assert_code, assert_row, results
 
 
 @pytest.mark.parametrize("path", ["device-plugin", "dra", "operator-clusterpolicy", "operator-gpucluster"])
@@ -23,13 +23,7 @@ def test_healthy_host_passes_every_foundation_check_on_every_path(path):
     ],
 )
 def test_each_failure_has_a_fixture_host(name, path, check_id, status, needle):
-    rc, checks, doc = results(name, path)
-    got = checks[check_id]
-    assert got["status"] == status, got["summary"]
-    assert needle in got["summary"]
-    if status in ("fail", "unknown"):
-        assert rc == 1 and check_id in doc["gate"]["blocking"]
-        assert got["remediation"]
+    assert_row(name, path, check_id, status, needle)
 
 
 def test_missing_driver_skips_dependants_naming_the_owner():
@@ -48,6 +42,4 @@ def test_missing_driver_skips_dependants_naming_the_owner():
     ("host-foundation-only", "dra", None),
 ])
 def test_failure_codes_on_fixture_hosts(name, path, code):
-    # The JSON's checks[].code names the declared failure (docs/json-output.md).
-    _, checks, _ = results(name, path, only="driver-loaded")
-    assert checks["driver-loaded"]["code"] == code, checks["driver-loaded"]["summary"]
+    assert_code(name, path, "driver-loaded", code)

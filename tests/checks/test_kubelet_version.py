@@ -1,7 +1,7 @@
 """kubelet-version on fixture hosts: the DRA paths' minimum (policy_v1.yaml), not gated elsewhere."""
 import pytest
 
-from tests.checks.host_stack import results
+from tests.checks.host_stack import assert_code, assert_row
 
 
 @pytest.mark.parametrize(
@@ -12,13 +12,7 @@ from tests.checks.host_stack import results
     ],
 )
 def test_each_failure_has_a_fixture_host(name, path, check_id, status, needle):
-    rc, checks, doc = results(name, path)
-    got = checks[check_id]
-    assert got["status"] == status, got["summary"]
-    assert needle in got["summary"]
-    if status in ("fail", "unknown"):
-        assert rc == 1 and check_id in doc["gate"]["blocking"]
-        assert got["remediation"]
+    assert_row(name, path, check_id, status, needle)
 
 
 @pytest.mark.parametrize("name, path, code", [
@@ -27,6 +21,4 @@ def test_each_failure_has_a_fixture_host(name, path, check_id, status, needle):
     ("host-kubelet-133", "device-plugin", None),
 ])
 def test_failure_codes_on_fixture_hosts(name, path, code):
-    # The JSON's checks[].code names the declared failure (docs/json-output.md).
-    _, checks, _ = results(name, path, only="kubelet-version")
-    assert checks["kubelet-version"]["code"] == code, checks["kubelet-version"]["summary"]
+    assert_code(name, path, "kubelet-version", code)

@@ -2,29 +2,10 @@
 error in the snapshot (docs/gpu-snapshot.md, error.kind), and the GPU checks skip naming it.
 Each bundle's gpus.json was read by the real worker from the simulated library
 (tests/fixtures/families/gpu.py); expected values are facts of the scenario files."""
-import json
 
 import pytest
 
-from tests.conftest import BUNDLES, bundle, run_cli
-
-GPU_IDS = ("nvml-responsive,gpu-count,driver-persistence,fabric-manager,mig-mode,gpu-ecc,"
-           "gpu-row-remap,gpu-thermal,gpu-pcie-link,gpu-nvlink")
-CRITICAL = {"nvml-responsive", "gpu-count", "mig-mode", "fabric-manager", "gpu-ecc", "gpu-row-remap"}
-
-
-def results(name, path="dra", config=None, extra=()):
-    args = ["check", "--bundle", bundle(name), "--path", path, "--only", GPU_IDS, "--format", "json"]
-    if config is not None:
-        args += ["--config", str(config)]
-    res = run_cli(args + list(extra))
-    assert res.rc in (0, 1), res.err
-    doc = res.json()
-    return res.rc, {c["id"]: c for c in doc["checks"]}, doc
-
-
-def bus(name, index):
-    return json.loads((BUNDLES / name / "gpus.json").read_text())["gpus"][index]["pci_bus_id"]
+from tests.checks.gpu_support import CRITICAL, GPU_IDS, bus, results  # noqa: F401
 
 
 @pytest.mark.parametrize("name, check_id, status, gpu, needle", [

@@ -1,7 +1,7 @@
 """os-supported on fixture hosts: the support matrix (policy_v1.yaml) warns, never fails."""
 import pytest
 
-from tests.checks.host_stack import FOUNDATION, results
+from tests.checks.host_stack import FOUNDATION, assert_code, assert_row, results
 from tests.conftest import bundle, run_cli
 
 
@@ -13,13 +13,7 @@ from tests.conftest import bundle, run_cli
     ],
 )
 def test_each_failure_has_a_fixture_host(name, path, check_id, status, needle):
-    rc, checks, doc = results(name, path)
-    got = checks[check_id]
-    assert got["status"] == status, got["summary"]
-    assert needle in got["summary"]
-    if status in ("fail", "unknown"):
-        assert rc == 1 and check_id in doc["gate"]["blocking"]
-        assert got["remediation"]
+    assert_row(name, path, check_id, status, needle)
 
 
 def test_unsupported_os_warns_but_does_not_close_the_gate_unless_strict():
@@ -35,6 +29,4 @@ def test_unsupported_os_warns_but_does_not_close_the_gate_unless_strict():
     ("host-foundation-only", "dra", None),
 ])
 def test_failure_codes_on_fixture_hosts(name, path, code):
-    # The JSON's checks[].code names the declared failure (docs/json-output.md).
-    _, checks, _ = results(name, path, only="os-supported")
-    assert checks["os-supported"]["code"] == code, checks["os-supported"]["summary"]
+    assert_code(name, path, "os-supported", code)
