@@ -5,7 +5,7 @@ Each bundle's gpus.json was read by the real worker from the simulated library
 
 import pytest
 
-from tests.checks.gpu_support import CRITICAL, GPU_IDS, bus, results  # noqa: F401
+from tests.checks.gpu_support import CRITICAL, bus, results
 
 
 @pytest.mark.parametrize("name, check_id, status, gpu, needle", [
