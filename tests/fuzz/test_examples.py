@@ -74,18 +74,28 @@ def test_wrong_type_is_unknown_naming_the_field(check, snap, field, words):
     ({"error": "boom"}, "error", "is a string, expected an object"),
     ({"gpus": [], "worker": {"wall_s": 10**400}}, "worker.wall_s", "is an integer out of range, expected a number"),
 ])
-def test_structure_errors_make_every_gpu_check_unknown(snap, field, words):
-    for check in (NVML_RESPONSIVE, GPU_COUNT, GPU_ECC, MIG_MODE):
+def test_structure_errors_make_nvml_responsive_unknown_and_the_gpu_checks_skip(snap, field, words):
+    # nvml-responsive owns a malformed structure (unknown, snapshot-malformed); the GPU checks
+    # skip naming it (checks/gpu/common.py gpu_check), each saying which field.
+    out = run(NVML_RESPONSIVE, snap)
+    assert (str(out.status), out.code) == ("unknown", "snapshot-malformed")
+    assert out.details["field"] == field
+    assert f"field {field} {words}" in out.summary
+    for check in (GPU_COUNT, GPU_ECC, MIG_MODE):
         out = run(check, snap)
-        assert str(out.status) == "unknown", check.id
+        assert (str(out.status), out.skip) == ("skip", "needs:nvml-responsive"), check.id
         assert out.details["field"] == field
         assert f"field {field} {words}" in out.summary
 
 
 def test_device_count_past_any_nvml_count():
+    words = "device_count is an integer out of range, expected an integer"
+    out = run(NVML_RESPONSIVE, dict(snapshot(), device_count=10**400))
+    assert (str(out.status), out.code) == ("unknown", "snapshot-malformed")
+    assert words in out.summary
     out = run(GPU_COUNT, dict(snapshot(), device_count=10**400))
-    assert str(out.status) == "unknown"
-    assert "device_count is an integer out of range, expected an integer" in out.summary
+    assert (str(out.status), out.skip) == ("skip", "needs:nvml-responsive")
+    assert words in out.summary
 
 
 def test_lone_surrogate_in_a_label_prints():
