@@ -84,9 +84,11 @@ class Report:
     # The GPU snapshot the GPU checks of this cycle saw (docs/gpu-snapshot.md); None: none.
     gpus: Optional[Mapping[str, Any]] = None
     # The NVML worker's counters (timeouts, respawns, stuck_workers).
-    nvml_stats: Mapping[str, int] = _EMPTY
+    # default_factory, not a shared default: Python 3.11 refuses an unhashable default (a
+    # mappingproxy is hashable only from 3.12), and Debian 12's python3 is 3.11.
+    nvml_stats: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     # (gpu index, XID code) -> events since boot.
-    xid_counts: Mapping[Tuple[str, str], int] = _EMPTY
+    xid_counts: Mapping[Tuple[str, str], int] = field(default_factory=lambda: _EMPTY)
     run: RunFacts = RunFacts()
 
     def result(self, check_id: str) -> Optional[CheckResult]:

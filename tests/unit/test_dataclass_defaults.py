@@ -1,0 +1,59 @@
+"""No dataclass field in agent/ or checks/ has a default Python 3.11 refuses at import.
+
+Python 3.11 rejects a field default whose type is unhashable (dataclasses.py: "mutable
+default ... use default_factory"); 3.9 and 3.10 reject only list, dict and set, and from 3.12
+a mappingproxy is hashable. The unit tiers run 3.9 and 3.13, neither of which would see a
+mappingproxy default fail, while Debian 12 and Ubuntu 22.04+ run the packaged agent on 3.11
+(tests/integration/test_packages.py caught one such default once). So the rule is checked
+here by introspection, the 3.11 way, on whatever interpreter runs the suite.
+"""
+import dataclasses
+import importlib
+import inspect
+import pkgutil
+from types import MappingProxyType
+
+import agent
+import checks
+
+# Types whose instances 3.11 refuses as a default: unhashable there.
+REFUSED_ON_311 = (list, dict, set, bytearray, MappingProxyType)
+
+
+def _modules():
+    for pkg in (agent, checks):
+        yield pkg.__name__
+        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            yield info.name
+
+
+def _problems():
+    found = []
+    for name in _modules():
+        if name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != name or not dataclasses.is_dataclass(cls):
+                continue
+            for f in dataclasses.fields(cls):
+                default = f.default
+                if default is dataclasses.MISSING:
+                    continue
+                if isinstance(default, REFUSED_ON_311) or type(default).__hash__ is None:
+                    found.append(f"{name}.{cls.__name__}.{f.name}: {type(default).__name__}")
+    return found
+
+
+def test_no_field_default_python_311_refuses():
+    assert _problems() == []
+
+
+def test_the_rule_catches_a_mappingproxy_default(monkeypatch):
+    # The check itself, on a dataclass built the way the bug was (it imports on 3.13).
+    @dataclasses.dataclass(frozen=True)
+    class Probe:
+        counts: object = MappingProxyType({})
+
+    default = dataclasses.fields(Probe)[0].default
+    assert isinstance(default, REFUSED_ON_311)
