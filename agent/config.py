@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from agent.errors import ConfigError
-from agent.model import PATHS
+from agent.model import LATEST_POLICY_VERSION, PATHS
 from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
 from agent.safeio.yamlio import safe_load
 
@@ -183,7 +183,8 @@ class Config(_Section):
     # DRA is what AWS recommends for new EKS 1.34+ GPU deployments (EKS user guide,
     # "Manage NVIDIA GPU devices with DRA"), so it is the default path.
     allocation_path: AllocationPath = "dra"
-    policy_version: int = Field(default=1, ge=1)
+    # Unset: the newest policy this agent knows; pin it to keep a version's gates.
+    policy_version: int = Field(default=LATEST_POLICY_VERSION, ge=1)
     policy: Dict[str, Any] = {}
     expected_gpus: Optional[int] = Field(default=None, ge=0, le=64)
     skip: List[str] = []

@@ -24,9 +24,11 @@ from agent.model import PATHS, Check
 
 def policy_citations(version: int = 1) -> Dict[str, str]:
     """Dotted key -> the comment lines written directly above it in policy_v<N>.yaml (the
-    nearest enclosing key's comment when it has none of its own)."""
+    nearest enclosing key's comment when it has none of its own). A version that `extends`
+    an earlier one has that one's citations under its own."""
     text = importlib.resources.files("checks").joinpath(f"policy_v{version}.yaml").read_text()
-    out: Dict[str, str] = {}
+    base = re.search(r"^extends:\s*(\d+)\s*$", text, re.M)
+    out: Dict[str, str] = policy_citations(int(base.group(1))) if base else {}
     stack: List[Tuple[int, str]] = []
     pending: List[str] = []
     last_child: Dict[str, str] = {}  # parent key -> the latest child citation written

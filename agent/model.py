@@ -47,6 +47,11 @@ DRA_PATHS: Tuple[str, ...] = ("dra", "operator-gpucluster")
 RUNTIME_HANDLER_PATHS: Tuple[str, ...] = ("device-plugin", "operator-clusterpolicy")
 
 # Live facts a check may declare it needs (collect captures them into host.json).
+# What a config without `policy_version` gets (checks/policy_v<N>.yaml). A version never
+# changes once released: a new or tightened gate arrives in the next one, so a config pinned
+# to an older version keeps its gates across agent upgrades (docs/upgrading.md).
+LATEST_POLICY_VERSION = 2
+
 FACT_NAMES: Tuple[str, ...] = ("pci_devices", "dev_nodes", "adjtimex", "node", "sticky")
 
 

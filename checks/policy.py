@@ -9,11 +9,14 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent.model import LATEST_POLICY_VERSION
 from agent.safeio.yamlio import safe_load
 from checks.gpu.policy import GpuPolicy
 from checks.xid.policy import XidPolicy, merge_xid_data
 
-KNOWN_POLICY_VERSIONS = (1,)
+KNOWN_POLICY_VERSIONS = tuple(range(1, LATEST_POLICY_VERSION + 1))
+# The XID table each policy version uses (xid_policy_v<N>.yaml); v2 changed no XID row.
+XID_TABLE_VERSION = {1: 1, 2: 1}
 
 
 class _Strict(BaseModel):
@@ -87,10 +90,20 @@ class ResolvedPolicy:
         return self.settings.get(name, default)
 
 
-def default_policy_data(version: int = 1) -> Dict[str, Any]:
+def _policy_file(version: int) -> Dict[str, Any]:
     text = importlib.resources.files("checks").joinpath(f"policy_v{version}.yaml").read_text()
     data = safe_load(text)
     assert isinstance(data, dict)
+    return data
+
+
+def default_policy_data(version: int = 1) -> Dict[str, Any]:
+    """The shipped defaults of ``version``. A later version's file holds only what it adds or
+    changes (``extends: <earlier version>``), so each gate is written once."""
+    data = _policy_file(version)
+    base = data.pop("extends", None)
+    if base is not None:
+        data = _deep_merge(default_policy_data(int(base)), data)
     return data
 
 
@@ -110,5 +123,5 @@ def load_policy(version: int = 1, overrides: Optional[Mapping[str, Any]] = None)
         known = ", ".join(str(v) for v in KNOWN_POLICY_VERSIONS)
         raise ValueError(f"policy_version {version} is not known to this agent (knows: {known})")
     data = _deep_merge(default_policy_data(version), overrides or {})
-    data["xid"] = merge_xid_data(data.get("xid"), version)
+    data["xid"] = merge_xid_data(data.get("xid"), XID_TABLE_VERSION[version])
     return Policy.model_validate(data)

@@ -437,8 +437,21 @@ def test_policy_defaults_load_without_arguments_and_unknown_versions_are_named()
     assert default_xid_data()["policy_version"] == 1
     assert merge_xid_data()["codes"][160]["class"] == "reboot"
     with pytest.raises(ValueError) as err:
-        load_policy(2)
-    assert str(err.value) == "policy_version 2 is not known to this agent (knows: 1)"
+        load_policy(3)
+    assert str(err.value) == "policy_version 3 is not known to this agent (knows: 1, 2)"
+
+
+def test_policy_v2_extends_v1_and_an_unpinned_config_gets_it():
+    from agent.config import Config
+    from checks.policy import default_policy_data
+
+    v1, v2 = default_policy_data(1), default_policy_data(2)
+    assert v2["policy_version"] == 2 and "extends" not in v2
+    # Every version-1 gate is still there, unchanged, unless version 2 writes it anew.
+    assert v2["driver"]["minimum_branch"] == v1["driver"]["minimum_branch"]
+    assert load_policy(2).xid == load_policy(1).xid
+    assert Config().policy_version == 2
+    assert Config(policy_version=1).policy_version == 1
 
 
 def test_xid_overrides_merge_per_code_and_per_field_and_reject_bad_shapes():
