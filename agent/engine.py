@@ -24,6 +24,7 @@ from agent.hostview import HostView
 from agent.model import (
     PATHS,
     SKIP_CONFIGURED,
+    SKIP_NOT_APPLICABLE,
     Check,
     CheckResult,
     Outcome,
@@ -163,7 +164,7 @@ class Engine:
             for check in wave:
                 if check.id not in selected_ids:
                     continue
-                early = self._pre_outcome(check, skip_set)
+                early = self._pre_outcome(check, skip_set, policy)
                 if early is not None:
                     results[check.id] = result_of(check, {p: early for p in paths}, paths, 0.0)
                     continue
@@ -205,10 +206,19 @@ class Engine:
                 )
         return [results[c.id] for c in self.checks if c.id in results]
 
-    def _pre_outcome(self, check: Check, skip_set: Set[str]) -> Optional[Outcome]:
+    def _pre_outcome(self, check: Check, skip_set: Set[str], policy: Any) -> Optional[Outcome]:
         if check.id in skip_set:
             return Outcome(
                 Status.SKIP, "skipped by configuration (--skip or skip:)", skip=SKIP_CONFIGURED
+            )
+        version = policy_version_of(policy)
+        if version is not None and version < check.since_policy:
+            return Outcome(
+                Status.SKIP,
+                f"a gate of policy version {check.since_policy}; this config pins "
+                f"policy_version {version}",
+                {"since_policy": check.since_policy, "policy_version": version},
+                skip=SKIP_NOT_APPLICABLE,
             )
         with self._lock:
             prior = self._inflight.get(check.id)
@@ -219,6 +229,13 @@ class Engine:
                 {"timed_out": True},
             )
         return None
+
+
+def policy_version_of(policy: Any) -> Optional[int]:
+    """The version of a checks.policy.ResolvedPolicy (None for a bare or absent policy: tests
+    that run one check without a Policy)."""
+    version = getattr(getattr(policy, "policy", None), "policy_version", None)
+    return version if isinstance(version, int) else None
 
 
 def _needs(check: Check, results: Dict[str, CheckResult], path: Any) -> Optional[Outcome]:

@@ -175,6 +175,9 @@ class Check:
     description: str = ""
     # The distinct ways this check warns, fails or is unknown (see Failure).
     failures: Tuple[Failure, ...] = ()
+    # The policy version that introduced this gate: under a config pinned to an older one the
+    # check is `skip` (not-applicable), so pinning keeps the gates the config was written for.
+    since_policy: int = 1
 
     def failure(self, code: str) -> Failure:
         for f in self.failures:

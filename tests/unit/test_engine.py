@@ -180,3 +180,19 @@ def test_a_source_never_captured_gets_the_capture_fix_only_when_it_could_not_jud
         Bundle(), _Policy("dra"))}
     assert res["blind"].remediation == "Not captured in this bundle: `chronyc tracking`. Capture it."
     assert res["found"].remediation == "repair it"
+
+
+def test_a_gate_newer_than_the_pinned_policy_is_skipped_and_runs_from_its_version():
+    import dataclasses
+
+    from checks.policy import ResolvedPolicy, load_policy
+
+    ran = []
+    check = dataclasses.replace(
+        make("new-gate", lambda h, p: ran.append(p.path) or failed("no")), since_policy=2)
+    (pinned,) = Engine([check]).run(None, ResolvedPolicy(load_policy(1), "dra"))
+    assert (pinned.status, pinned.skip) == (Status.SKIP, "not-applicable")
+    assert "policy version 2" in pinned.summary and "pins policy_version 1" in pinned.summary
+    assert ran == []
+    (newest,) = Engine([check]).run(None, ResolvedPolicy(load_policy(2), "dra"))
+    assert newest.status == Status.FAIL and "dra" in ran
