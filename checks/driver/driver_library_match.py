@@ -2,6 +2,7 @@
 import re
 from typing import Any, Dict, Tuple
 
+from agent.driver_layout import LIB_DIRS
 from checks.base import (
     ALL_PATHS,
     Check,
@@ -18,12 +19,6 @@ from checks.base import (
 from checks.driver.common import PROC_VERSION, VERSION_UNREADABLE, version_or_outcome
 from checks.policy import ResolvedPolicy
 
-LIB_DIRS = (
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/lib64",
-    "/usr/lib",
-)
 _LIB_VERSION = re.compile(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$")
 _SMI_MISMATCH = re.compile(r"NVML library version:\s*(\d+\.\d+(?:\.\d+)?)")
 SMI_ARGV = ("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")

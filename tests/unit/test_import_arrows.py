@@ -43,7 +43,7 @@ ARROWS: Dict[str, Tuple[str, ...]] = {
 # The core: the package itself and the modules every wing may build on.
 CORE = ("agent", "agent.model", "agent.engine", "agent.engine_replay", "agent.engine_result",
         "agent.report", "agent.errors", "agent.version", "agent.logs", "agent.snapshot",
-        "agent.hostview")
+        "agent.hostview", "agent.driver_layout")
 # The command line, the one composition root: agent.cli, agent.cli_*, the config and explain.
 CLI = ("agent.cli", "agent.config", "agent.explain")
 CLI_PREFIX = "agent.cli_"
@@ -64,7 +64,7 @@ FOLDERS = {
 TOP_LEVEL = {
     "__init__.py", "py.typed",
     "model.py", "engine.py", "engine_replay.py", "engine_result.py", "report.py", "errors.py",
-    "version.py", "logs.py", "snapshot.py", "hostview.py",
+    "version.py", "logs.py", "snapshot.py", "hostview.py", "driver_layout.py",
     "cli.py", "cli_run.py", "cli_kube.py", "cli_parser.py", "cli_common.py", "cli_commands.py",
     "cli_explain_tables.py",
     "config.py", "explain.py",
