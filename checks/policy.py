@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent.model import LATEST_POLICY_VERSION
 from agent.safeio.yamlio import safe_load
 from checks.gpu.policy import GpuPolicy
+from checks.operator.policy import OperatorPolicy
 from checks.xid.policy import XidPolicy, merge_xid_data
 
 KNOWN_POLICY_VERSIONS = tuple(range(1, LATEST_POLICY_VERSION + 1))
@@ -69,6 +70,8 @@ class Policy(_Strict):
     xid: XidPolicy = XidPolicy()
     # GPU health thresholds (the `gpu` section of policy_v1.yaml; checks/gpu/policy.py).
     gpu: GpuPolicy = GpuPolicy()
+    # GPU Operator-managed driver and toolkit (checks/operator/policy.py).
+    operator: OperatorPolicy = OperatorPolicy()
 
 
 class ResolvedPolicy:
