@@ -68,7 +68,7 @@ def _evaluation(args: argparse.Namespace, checks: Sequence[Any]) -> Evaluation:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from agent.cli_kube import ApiWiring
-    from agent.engine import Engine
+    from agent.engine import Engine, policy_version_of
     from agent.host.build import open_host
     from agent.outputs.render import render_json, render_text
     from agent.report import build_report
@@ -84,7 +84,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         try:
             results = Engine(checks).run(host, policy, only=only, skip=skip)
             report = build_report(
-                results, path, args.strict, host.description, time.time(), version()
+                results, path, args.strict, host.description, time.time(), version(),
+                policy_version=policy_version_of(policy),
             )
             # labels, condition
             kube_lines = _kube_verdict(args, config, report, host, api)

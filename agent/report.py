@@ -90,6 +90,9 @@ class Report:
     # (gpu index, XID code) -> events since boot.
     xid_counts: Mapping[Tuple[str, str], int] = field(default_factory=lambda: _EMPTY)
     run: RunFacts = RunFacts()
+    # The policy version the verdicts were judged by (checks/policy_v<N>.yaml); None where no
+    # policy was resolved (a pending report before the first cycle still names it).
+    policy_version: Optional[int] = None
 
     def result(self, check_id: str) -> Optional[CheckResult]:
         for r in self.results:
@@ -111,6 +114,7 @@ def build_report(
     nvml_stats: Optional[Mapping[str, int]] = None,
     xid_counts: Optional[Mapping[Tuple[str, str], int]] = None,
     run: Optional[RunFacts] = None,
+    policy_version: Optional[int] = None,
 ) -> Report:
     gates: Dict[str, Gate] = {p: evaluate_gate(results, p, strict) for p in PATHS}
     return Report(
@@ -123,6 +127,7 @@ def build_report(
         generated_at=generated_at,
         agent_version=agent_version,
         context=dict(context or {}),
+        policy_version=policy_version,
         **_extras(checks, gpus, nvml_stats, xid_counts, run),
     )
 

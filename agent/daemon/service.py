@@ -32,7 +32,7 @@ from agent.daemon.parts import (
 )
 from agent.daemon.process import ProcessShell
 from agent.daemon.sdnotify import Notifier
-from agent.engine import Engine, order_checks
+from agent.engine import Engine, order_checks, policy_version_of
 from agent.logs import log
 from agent.model import Check, CheckResult, Interval
 from agent.outputs.base import Output
@@ -199,7 +199,7 @@ class Daemon(ProcessShell):
         if results is None:
             return pending_report(gen.path, description, self.version, **extras)
         return build_report(results, gen.path, gen.strict, description, now, self.version,
-                            **extras)
+                            policy_version=policy_version_of(gen.policy), **extras)
 
     def _fast_outputs(self) -> List[Output]:
         """The endpoint, and the textfile while run.textfile_dir names a directory."""

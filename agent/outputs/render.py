@@ -23,6 +23,7 @@ def report_dict(report: Report) -> Dict[str, Any]:
     return {
         "schema": JSON_SCHEMA_VERSION,
         "path": report.path,
+        "policy_version": report.policy_version,
         "strict": report.strict,
         "host": report.host,
         "agent_version": report.agent_version,

@@ -26,7 +26,7 @@ from tests.unit.metrics_fixtures import CHECKS, report, run_report, snapshot
 # docs/report.schema.json's top-level properties (schema 1): nothing the Report carries for
 # the other outputs may appear beside them.
 SCHEMA_1_KEYS = {"schema", "path", "strict", "host", "agent_version", "generated_at", "gate",
-                 "gates", "checks", "context", "publish"}
+                 "gates", "checks", "context", "publish", "policy_version"}
 
 
 class _Server:
@@ -187,3 +187,18 @@ def test_run_writes_the_nfd_file_alone_through_an_nfd_output(tmp_path):
     assert outputs[0].dry_run is True
     # a fixture is never published, whatever the config says
     assert _node_outputs(args, False, None)(SimpleNamespace(config=config)) == []
+
+
+def test_the_json_names_the_policy_version_the_verdicts_were_judged_by(tmp_path):
+    from agent.cli import main
+
+    for pinned, want in ((None, 2), (1, 1)):
+        cfg = tmp_path / f"c{pinned}.yaml"
+        cfg.write_text("allocation_path: dra\n" + (f"policy_version: {pinned}\n" if pinned else ""))
+        out = io.StringIO()
+        import contextlib
+
+        with contextlib.redirect_stdout(out):
+            main(["check", "--host-root", str(tmp_path), "--config", str(cfg), "--format", "json",
+                  "--only", "os-supported"])
+        assert json.loads(out.getvalue())["policy_version"] == want
