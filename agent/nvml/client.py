@@ -71,6 +71,7 @@ class NvmlClient:
         }
         self.in_maintenance = False
         self._api_maintenance = False
+        self._api_reason = ""  # why the API asked (the snapshot's message names it)
         self._flag_maintenance = False
         self._proc: Optional[subprocess.Popen[bytes]] = None
         self._answered = False  # has the current worker answered once (init done)?
@@ -95,8 +96,9 @@ class NvmlClient:
         with self._lock:
             self._poll_maintenance_flag()
             if self.in_maintenance:
-                return error_snapshot(
-                    "maintenance", "NVML released for maintenance; resume to read GPUs")
+                why = self._api_reason if self._api_maintenance else ""
+                return error_snapshot("maintenance", f"NVML released for maintenance: {why}" if why
+                                      else "NVML released for maintenance; resume to read GPUs")
             reply = self._request({"op": "snapshot"})
             if "snapshot" in reply:
                 snap = dict(reply["snapshot"])
@@ -104,13 +106,15 @@ class NvmlClient:
                 return snap
             return error_snapshot(reply["kind"], reply["message"])
 
-    def maintenance(self, on: bool) -> None:
+    def maintenance(self, on: bool, reason: str = "") -> None:
         """On: the worker calls nvmlShutdown and exits, so no NVML handle blocks `nvidia-smi
         -r` or a driver unload; no worker is started until maintenance(False). The next
         snapshot after that starts a fresh worker, which loads the (possibly upgraded)
-        library anew (docs/runbook-nvml.md)."""
+        library anew (docs/runbook-nvml.md). ``reason``: what the maintenance snapshot names
+        (agent/daemon/upgrade.py); the flag file holds maintenance on apart from this call."""
         with self._lock:
             self._api_maintenance = on
+            self._api_reason = reason if on else ""
             self._apply_maintenance()
 
     def check_maintenance_flag(self) -> bool:
