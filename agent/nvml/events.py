@@ -165,6 +165,7 @@ class NvmlEventStream:
         self._stop = threading.Event()
         self._proc: Optional[subprocess.Popen[bytes]] = None
         self._thread: Optional[threading.Thread] = None
+        self._paused = False  # pause(True): no NVML held, whatever the flag file says
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="nvml-events", daemon=True)
@@ -180,7 +181,17 @@ class NvmlEventStream:
     def pid(self) -> Optional[int]:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
+    def pause(self, on: bool) -> None:
+        """Hold no NVML handle while on (`run` following a GPU Operator driver upgrade,
+        agent/daemon/upgrade.py): the process is killed now; off, it starts again unless the
+        flag file exists."""
+        self._paused = bool(on)
+        if on:
+            self._kill()
+
     def _maintenance(self) -> bool:
+        if self._paused:
+            return True
         return bool(self.maintenance_flag) and os.path.exists(str(self.maintenance_flag))
 
     def _kill(self) -> None:
