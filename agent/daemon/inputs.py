@@ -23,6 +23,9 @@ class RunSettings(Protocol):
     def exit_on_new_driver(self) -> bool: ...
 
     @property
+    def follow_driver_upgrade(self) -> bool: ...
+
+    @property
     def fast_interval(self) -> float: ...
 
     @property

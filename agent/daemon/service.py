@@ -32,6 +32,7 @@ from agent.daemon.parts import (
 )
 from agent.daemon.process import ProcessShell
 from agent.daemon.sdnotify import Notifier
+from agent.daemon.upgrade import UpgradeFollower
 from agent.engine import Engine, order_checks, policy_version_of
 from agent.logs import log
 from agent.model import Check, CheckResult, Interval
@@ -116,6 +117,7 @@ class Daemon(ProcessShell):
                                     self._exposition(self._compose(None, "", 0.0)))
         self.endpoint = MetricsEndpoint(self.server, self._exposition)
         self._textfile: Optional[TextfileOutput] = None
+        self.upgrade = UpgradeFollower(logger)  # NVML maintenance during a driver upgrade
         if xid_monitor is not None and hasattr(xid_monitor, "on_sticky"):
             xid_monitor.on_sticky = self.urgent_cycle
 
@@ -166,6 +168,8 @@ class Daemon(ProcessShell):
                     error=f"{type(exc).__name__}: {exc}")
         try:
             with self._open_host() as host:
+                # before the checks: a driver being replaced means no NVML read this cycle
+                self.upgrade.cycle(host, gen.config.run, self.source.gpus, self.xid_monitor)
                 results = self.engine.run(host, gen.policy, only=ids, skip=gen.skip)
                 self.snapshot = cycle_snapshot(host, self._gpu_checks, results, self.snapshot)
                 description = host.description
