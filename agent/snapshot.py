@@ -81,9 +81,25 @@ class NvLinkRecord(TypedDict):
     links: List[NvLinkState]
 
 
-class MigRecord(TypedDict):
+class MigDevice(TypedDict):
+    """One MIG device (a compute instance) under a MIG-enabled GPU."""
+
+    uuid: str
+    profile: Optional[str]
+    gpu_instance_id: int
+    compute_instance_id: int
+
+
+class _MigRequired(TypedDict):
     current: str
     pending: str
+
+
+class MigRecord(_MigRequired, total=False):
+    """`devices` is absent when not read (MIG off, an older snapshot, or the read failed:
+    errors["mig.devices"]); [] is MIG on with no instance."""
+
+    devices: List[MigDevice]
 
 
 class FabricRecord(TypedDict):
@@ -140,6 +156,7 @@ class GpuSnapshot(_SnapshotRequired, total=False):
 
 __all__ = [
     "ClockEventReasons", "EccCounters", "EccRecord", "FabricRecord",
-    "GpuRecord", "GpuSnapshot", "MemoryRecord", "MigRecord", "NvLinkRecord", "NvLinkState",
-    "NvmlError", "PcieRecord", "RemappedRowsRecord", "TemperatureRecord", "WorkerInfo",
+    "GpuRecord", "GpuSnapshot", "MemoryRecord", "MigDevice", "MigRecord", "NvLinkRecord",
+    "NvLinkState", "NvmlError", "PcieRecord", "RemappedRowsRecord", "TemperatureRecord",
+    "WorkerInfo",
 ]

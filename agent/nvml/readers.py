@@ -6,7 +6,7 @@ driver can only ever block a process the client can kill. Each reader returns pl
 docs/gpu-snapshot.md; a reader that fails leaves its field None and an ``errors`` entry.
 """
 import ctypes
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pynvml
 
@@ -140,6 +140,62 @@ def _mig(handle: Any) -> Dict[str, Any]:
             "pending": names.get(pending, str(pending))}
 
 
+# nvmlGpuInstanceProfileInfo_v2_t.name is the profile as `nvidia-smi mig -lgip` prints it
+# ("MIG 1g.10gb"); the snapshot drops "MIG " so the name reads as the device plugin's
+# resource suffix (nvidia.com/mig-1g.10gb) and the GPU Operator's mig-parted configs write it.
+MIG_NAME_PREFIX = "MIG "
+# nvml.h NVML_GPU_INSTANCE_PROFILE_COUNT (0x12 in CUDA 13's header); old nvidia-ml-py lacks it.
+GPU_INSTANCE_PROFILES = int(getattr(pynvml, "NVML_GPU_INSTANCE_PROFILE_COUNT", 0x12))
+# A GPU has at most 7 (A100/H100) or 8 MIG slices; the bound only guards a broken driver answer.
+MAX_MIG_DEVICES = 64
+
+
+def _mig_profile_names(handle: Any) -> Dict[int, str]:
+    """GPU instance profile id -> name. Every NVML_GPU_INSTANCE_PROFILE_* index is asked, as
+    NVIDIA/go-nvlib pkg/nvlib/device/mig_device.go (GetProfile) does: an index this GPU does not
+    offer answers NOT_SUPPORTED or INVALID_ARGUMENT (nvml.h nvmlDeviceGetGpuInstanceProfileInfoV),
+    and the instance's profileId is matched against the info's id, not the index."""
+    names: Dict[int, str] = {}
+    for index in range(GPU_INSTANCE_PROFILES):
+        try:  # version=2 (the default) calls nvmlDeviceGetGpuInstanceProfileInfoV
+            info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, index)
+        except pynvml.NVMLError as exc:
+            if exc.value in (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT):
+                continue
+            raise
+        name = as_text(info.name)
+        if name.startswith(MIG_NAME_PREFIX):
+            name = name[len(MIG_NAME_PREFIX):]
+        names[int(info.id)] = name
+    return names
+
+
+def _mig_devices(handle: Any) -> List[Dict[str, Any]]:
+    """The MIG devices (one per compute instance) NVML reports under a MIG-enabled GPU:
+    nvmlDeviceGetMaxMigDeviceCount slots, each nvmlDeviceGetMigDeviceHandleByIndex
+    (NOT_FOUND = an empty slot, nvml.h); the GPU instance's profile from
+    nvmlDeviceGetGpuInstanceById + nvmlGpuInstanceGetInfo (profileId)."""
+    devices: List[Dict[str, Any]] = []
+    names: Optional[Dict[int, str]] = None
+    slots = min(int(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)), MAX_MIG_DEVICES)
+    for slot in range(slots):
+        try:
+            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except pynvml.NVMLError as exc:
+            if exc.value == pynvml.NVML_ERROR_NOT_FOUND:
+                continue
+            raise
+        gi_id = int(pynvml.nvmlDeviceGetGpuInstanceId(mig))
+        ci_id = int(pynvml.nvmlDeviceGetComputeInstanceId(mig))
+        info = pynvml.nvmlGpuInstanceGetInfo(pynvml.nvmlDeviceGetGpuInstanceById(handle, gi_id))
+        if names is None:
+            names = _mig_profile_names(handle)
+        devices.append({"uuid": as_text(pynvml.nvmlDeviceGetUUID(mig)),
+                        "profile": names.get(int(info.profileId)),
+                        "gpu_instance_id": gi_id, "compute_instance_id": ci_id})
+    return devices
+
+
 def _fabric(handle: Any) -> Dict[str, Any]:
     info = pynvml.c_nvmlGpuFabricInfo_t()
     pynvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))
@@ -191,6 +247,14 @@ def read_gpu(index: int) -> Dict[str, Any]:
         except pynvml.NVMLError as exc:
             gpu[name] = None
             errors[name] = error_record(exc)
+    mig = gpu.get("mig")
+    if isinstance(mig, dict) and mig.get("current") == "enabled":
+        # Absent = not read (MIG off, or the read failed: errors["mig.devices"]); [] = MIG on
+        # with no instance (docs/gpu-snapshot.md).
+        try:
+            mig["devices"] = _mig_devices(handle)
+        except pynvml.NVMLError as exc:
+            errors["mig.devices"] = error_record(exc)
     lost = [e for e in errors.values() if e["kind"] == "gpu_lost"]
     if lost:  # the whole GPU is gone, not one counter: say so once, at GPU level
         gpu["error"] = lost[0]

@@ -20,11 +20,17 @@
 #include "json_mini.h"
 
 #define MAX_GPUS 64
+#define MAX_MIG 16
 
-struct nvmlDevice_st { unsigned int index; };
+/* mig: 0 = the GPU itself; k > 0 = the MIG device in slot k - 1 of GPU `index` (a static
+ * array's zero is a GPU handle). */
+struct nvmlDevice_st { unsigned int index; unsigned int mig; };
 struct nvmlEventSet_st { unsigned long long mask[MAX_GPUS]; };
+struct nvmlGpuInstance_st { unsigned int gpu; unsigned int id; };
 
 static struct nvmlDevice_st g_devices[MAX_GPUS];
+static struct nvmlDevice_st g_mig_devices[MAX_GPUS][MAX_MIG];
+static struct nvmlGpuInstance_st g_gpu_instances[MAX_GPUS][MAX_MIG];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static jm_node *g_scn;
 static struct stat g_scn_stat;
@@ -234,8 +240,14 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNu
     return NVML_SUCCESS;
 }
 
+static jm_node *mig_entry(unsigned int gpu, unsigned int slot);
+
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
     DEV_CALL("nvmlDeviceGetUUID", device);
+    if (device->mig) {  /* a MIG device's own UUID (MIG-...) */
+        jm_node *u = jm_get(mig_entry(gi, device->mig - 1), "uuid");
+        return copy_str(uuid, length, u && u->type == JM_STR ? u->str : "MIG-00000000-0000-0000-0000-000000000000");
+    }
     return copy_str(uuid, length, str(gi, "uuid", "GPU-00000000-0000-0000-0000-000000000000"));
 }
 
@@ -373,6 +385,149 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode
     if (!field(gi, "mig_current")) return NVML_ERROR_NOT_SUPPORTED;
     *currentMode = (unsigned int)num(gi, "mig_current", 0);
     *pendingMode = (unsigned int)num(gi, "mig_pending", *currentMode);
+    return NVML_SUCCESS;
+}
+
+/* MIG devices and GPU instances (nvml.h "Multi Instance GPU Management"). Per GPU:
+ * "mig_devices": [{"uuid", "gi", "ci", "profile_id", "slot" (optional, default its position)}]
+ * (one per compute instance), "mig_profiles": [{"index" (NVML_GPU_INSTANCE_PROFILE_*), "id",
+ * "name", "slices", "memory_mb", "instances"}], "mig_max_devices" (default 7 with MIG on).
+ * Only read while mig_current is 1; with MIG off the calls answer as nvml.h says. */
+static int mig_on(unsigned int gpu) {
+    return field(gpu, "mig_current") && num(gpu, "mig_current", 0) == NVML_DEVICE_MIG_ENABLE;
+}
+
+static unsigned int mig_max(unsigned int gpu) {
+    unsigned int n = mig_on(gpu) ? (unsigned int)num(gpu, "mig_max_devices", 7) : 0;
+    return n > MAX_MIG ? MAX_MIG : n;
+}
+
+static jm_node *mig_entry(unsigned int gpu, unsigned int slot) {
+    jm_node *list = field(gpu, "mig_devices");
+    for (int i = 0; i < jm_len(list); i++) {
+        jm_node *e = jm_at(list, i), *s = jm_get(e, "slot");
+        if ((s && s->type == JM_NUM ? (unsigned int)s->num : (unsigned int)i) == slot) return e;
+    }
+    return NULL;
+}
+
+static unsigned int entry_num(jm_node *e, const char *key) {
+    jm_node *n = jm_get(e, key);
+    return n && n->type == JM_NUM ? (unsigned int)n->num : 0;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
+    DEV_CALL("nvmlDeviceGetMaxMigDeviceCount", device);
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    *count = device->mig ? 0 : mig_max(gi);  /* zero when MIG is not supported or enabled */
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                 nvmlDevice_t *migDevice) {
+    DEV_CALL("nvmlDeviceGetMigDeviceHandleByIndex", device);
+    if (!migDevice || device->mig) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!mig_on(gi)) return NVML_ERROR_NOT_SUPPORTED;
+    if (index >= mig_max(gi)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!mig_entry(gi, index)) return NVML_ERROR_NOT_FOUND;
+    g_mig_devices[gi][index].index = gi;
+    g_mig_devices[gi][index].mig = index + 1;
+    *migDevice = &g_mig_devices[gi][index];
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice) {
+    DEV_CALL("nvmlDeviceIsMigDeviceHandle", device);
+    if (!isMigDevice) return NVML_ERROR_INVALID_ARGUMENT;
+    *isMigDevice = device->mig ? 1 : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device) {
+    DEV_CALL("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", migDevice);
+    if (!device || !migDevice->mig) return NVML_ERROR_INVALID_ARGUMENT;
+    g_devices[gi].index = gi;
+    *device = &g_devices[gi];
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
+    DEV_CALL("nvmlDeviceGetGpuInstanceId", device);
+    if (!id) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device->mig) return NVML_ERROR_NOT_SUPPORTED;  /* a GPU handle has no instance */
+    *id = entry_num(mig_entry(gi, device->mig - 1), "gi");
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
+    DEV_CALL("nvmlDeviceGetComputeInstanceId", device);
+    if (!id) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device->mig) return NVML_ERROR_NOT_SUPPORTED;
+    *id = entry_num(mig_entry(gi, device->mig - 1), "ci");
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
+                                          nvmlGpuInstance_t *gpuInstance) {
+    DEV_CALL("nvmlDeviceGetGpuInstanceById", device);
+    if (!gpuInstance || device->mig) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!mig_on(gi)) return NVML_ERROR_NOT_SUPPORTED;
+    jm_node *list = field(gi, "mig_devices");
+    for (int i = 0; i < jm_len(list) && i < MAX_MIG; i++) {
+        if (entry_num(jm_at(list, i), "gi") != id) continue;
+        g_gpu_instances[gi][i].gpu = gi;
+        g_gpu_instances[gi][i].id = id;
+        *gpuInstance = &g_gpu_instances[gi][i];
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+static jm_node *gi_profile(unsigned int gpu, const char *key, unsigned int value) {
+    jm_node *list = field(gpu, "mig_profiles");
+    for (int i = 0; i < jm_len(list); i++)
+        if (jm_get(jm_at(list, i), key) && entry_num(jm_at(list, i), key) == value) return jm_at(list, i);
+    return NULL;
+}
+
+nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t *info) {
+    maybe_reload();
+    if (!g_init_count) { log_call("nvmlGpuInstanceGetInfo"); return NVML_ERROR_UNINITIALIZED; }
+    if (!gpuInstance || !info || gpuInstance->gpu >= gpu_count()) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int gpu = gpuInstance->gpu;
+    nvmlReturn_t r = scripted("nvmlGpuInstanceGetInfo", (int)gpu);
+    if (r != NVML_SUCCESS) return r;
+    jm_node *list = field(gpu, "mig_devices"), *found = NULL;
+    for (int i = 0; i < jm_len(list) && !found; i++)
+        if (entry_num(jm_at(list, i), "gi") == gpuInstance->id) found = jm_at(list, i);
+    if (!found) return NVML_ERROR_INVALID_ARGUMENT;  /* destroyed since the handle was had */
+    memset(info, 0, sizeof *info);
+    g_devices[gpu].index = gpu;
+    info->device = &g_devices[gpu];
+    info->id = gpuInstance->id;
+    info->profileId = entry_num(found, "profile_id");
+    jm_node *profile = gi_profile(gpu, "id", info->profileId);
+    info->placement.size = profile ? entry_num(profile, "slices") : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile,
+                                                  nvmlGpuInstanceProfileInfo_v2_t *info) {
+    DEV_CALL("nvmlDeviceGetGpuInstanceProfileInfoV", device);
+    if (!info || device->mig || profile >= NVML_GPU_INSTANCE_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
+    if (info->version != nvmlGpuInstanceProfileInfo_v2) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!mig_on(gi)) return NVML_ERROR_NOT_SUPPORTED;
+    jm_node *p = gi_profile(gi, "index", profile);
+    if (!p) return NVML_ERROR_NOT_SUPPORTED;  /* a profile this GPU does not offer */
+    unsigned int version = info->version;
+    memset(info, 0, sizeof *info);
+    info->version = version;
+    info->id = entry_num(p, "id");
+    info->sliceCount = entry_num(p, "slices");
+    info->instanceCount = entry_num(p, "instances");
+    info->memorySizeMB = entry_num(p, "memory_mb");
+    jm_node *name = jm_get(p, "name");
+    snprintf(info->name, sizeof info->name, "%s", name && name->type == JM_STR ? name->str : "");
     return NVML_SUCCESS;
 }
 

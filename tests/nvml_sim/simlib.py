@@ -3,7 +3,8 @@
 ``build(dest)`` compiles nvml_sim.c with gcc against nvml.h from the nvidia-nvml-dev wheel
 (a test dependency, never committed) plus the dlsym-logging preload shim.
 ``resolve(name)`` turns a scenario file (which may name a ``base`` and carry
-``gpu_overrides``/``gpu_count``) into the flat document the C library reads.
+``default_overrides``/``gpu_overrides``/``gpu_count``) into the flat document the C library
+reads.
 ``worker_env(...)`` is the environment a real worker process needs to load it.
 """
 import glob
@@ -58,15 +59,19 @@ def load(name: str) -> Dict[str, Any]:
 
 
 def resolve(name_or_doc: Any) -> Dict[str, Any]:
-    """The flat scenario: base merged in, gpu_overrides applied, gpu_count trimmed."""
+    """The flat scenario: base merged in, default_overrides merged into its defaults,
+    gpu_overrides applied, gpu_count trimmed."""
     doc = load(name_or_doc) if isinstance(name_or_doc, str) else dict(name_or_doc)
     if "base" in doc:
         base = resolve(doc.pop("base"))
-        base.update({k: v for k, v in doc.items() if k not in ("gpu_overrides", "gpu_count")})
+        base.update({k: v for k, v in doc.items()
+                     if k not in ("gpu_overrides", "gpu_count", "default_overrides")})
         base["gpu_overrides"] = doc.get("gpu_overrides", {})
+        base["default_overrides"] = doc.get("default_overrides", {})
         if "gpu_count" in doc:
             base["gpu_count"] = doc["gpu_count"]
         doc = base
+    doc["defaults"] = {**doc.get("defaults", {}), **doc.pop("default_overrides", {})}
     gpus: List[Dict[str, Any]] = [dict(g) for g in doc.get("gpus", [])]
     for index, fields in doc.pop("gpu_overrides", {}).items():
         gpus[int(index)].update(fields)
