@@ -24,7 +24,6 @@ from agent.errors import ConfigError
 from agent.model import LATEST_POLICY_VERSION, PATHS
 from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
 from agent.safeio.yamlio import safe_load
-from checks.fabric.policy import ImexConfig
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_config"]
 
@@ -127,9 +126,6 @@ class GpuConfig(_Section):
     maintenance_flag: str = "/run/gpu-node-agent/nvml-maintenance"
     # Fabric manager service probed on NVSwitch systems.
     fabric_manager_unit: str = Field(default="nvidia-fabricmanager", min_length=1)
-    # A standalone NVIDIA device plugin's config file(s) on this host (its --config-file), read
-    # for sharing.timeSlicing / sharing.mps (allocation-owner, gpu-capacity); none by default.
-    device_plugin_config_files: List[str] = []
 
 
 class NfdConfig(_Section):
@@ -203,7 +199,6 @@ class Config(_Section):
     gpu: GpuConfig = GpuConfig()
     kube: KubeConfig = KubeConfig()
     nfd: NfdConfig = NfdConfig()
-    imex: ImexConfig = ImexConfig()  # checks/fabric/policy.py, docs/config.md
 
 
 def _describe(exc: ValidationError) -> str:
