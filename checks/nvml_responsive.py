@@ -21,6 +21,13 @@ from checks.base import (
 )
 from checks.gpu.common import malformed
 from checks.gpu.readers import snapshot_problem, text
+from checks.operator.state import (
+    DRIVER_PRESENCE,
+    PROC_VERSION,
+    driver_owned,
+    driver_waiting,
+    waiting_outcome,
+)
 from checks.policy import ResolvedPolicy
 
 SNAPSHOT_DOC = "docs/gpu-snapshot.md (\"## Errors\": error.kind)"
@@ -60,6 +67,12 @@ NOT_A_VERDICT = ("maintenance", "worker_failed", "worker_error")
 
 def _nvml_responsive(host: HostView, policy: ResolvedPolicy) -> Outcome:
     snap = host.gpus()
+    if driver_owned(policy) and (snap is None or (isinstance(snap, Mapping) and snap.get("error"))):
+        # No NVML while the GPU Operator's driver is not there yet is the wait driver-loaded
+        # owns (and fails past its grace period), not a fault of NVML.
+        waiting = driver_waiting(host, policy)
+        if waiting is not None:
+            return waiting_outcome(waiting, policy, None)
     if snap is None:
         return unknown("GPU snapshot not captured for this host (no gpus.json)",
                        code="snapshot-missing")
@@ -105,6 +118,9 @@ NVML_RESPONSIVE = Check(
     remediation="Install and load a matching NVIDIA driver; if NVML hangs, reset the GPUs.",
     run=_nvml_responsive,
     uses_gpus=True,
+    # Whether the GPU Operator's driver is there yet (module, libraries under its root).
+    reads=(PROC_VERSION,),
+    presence=DRIVER_PRESENCE,
     # Above any configured NVML first deadline (config gpu.nvml_first_deadline_s <= 80): the
     # NVML client's own deadline decides, so the verdict is "fail: unresponsive", not a
     # generic engine timeout.

@@ -19,6 +19,16 @@ from checks.base import (
     version_tuple,
 )
 from checks.dpkg import installed_version
+from checks.operator.state import (
+    CTK,
+    OPERATOR_CTK_ARGV,
+    PROC_UPTIME,
+    TOOLKIT_PRESENCE,
+    VALIDATOR_SOURCE,
+    toolkit_owned,
+    toolkit_waiting,
+    waiting_outcome,
+)
 from checks.policy import ResolvedPolicy
 
 CTK_ARGV = ("nvidia-ctk", "--version")
@@ -52,13 +62,42 @@ def _installed_version(host: HostView) -> Tuple[Optional[Tuple[int, int, int]], 
     return None, "", res.describe()
 
 
+OPERATOR_TOOLKIT_LATE = "operator-toolkit-late"
+
+
+def _operator_version(
+    host: HostView, policy: ResolvedPolicy
+) -> Tuple[Optional[Tuple[int, int, int]], str, Optional[str]]:
+    """The toolkit the GPU Operator installed under its toolkit root: its own nvidia-ctk."""
+    argv = [f"{policy.policy.operator.toolkit_root}/{CTK}", "--version"]
+    res = host.run(argv, timeout=10)
+    if not res.ok:
+        return None, "", res.describe()
+    m = _CTK_LINE.search(res.stdout)
+    return version_tuple(m.group(1) if m else None), " ".join(argv), None
+
+
 def _toolkit_version(host: HostView, policy: ResolvedPolicy) -> Outcome:
     tp = policy.policy.toolkit
-    if tp.managed_by_operator and policy.path.startswith("operator-"):
-        return skipped(f"the GPU Operator installs the toolkit on the {policy.path} path")
-    version, source, problem = _installed_version(host)
+    operator = False
+    if toolkit_owned(policy):
+        if not policy.policy.operator.judge_managed:  # policy version 1's verdict
+            return skipped(f"the GPU Operator installs the toolkit on the {policy.path} path")
+        waiting = toolkit_waiting(host, policy)
+        if waiting is not None:
+            return waiting_outcome(waiting, policy, OPERATOR_TOOLKIT_LATE)
+        operator = True
+    if operator:
+        version, source, problem = _operator_version(host, policy)
+    else:
+        version, source, problem = _installed_version(host)
     minimum = version_tuple(tp.minimum_version.get(policy.path))
     need = f">= {version_str(minimum)}" if minimum else "installed"
+    if operator and minimum is None and version is None:
+        # "installed" is this path's whole requirement and the runtime is there.
+        root = policy.policy.operator.toolkit_root
+        return passed(f"GPU Operator toolkit installed in {root} (version not read: "
+                      f"{problem or 'unrecognised output'})", toolkit_root=root, minimum=need)
     if problem == "nvidia-ctk not installed":
         return failed(
             f"NVIDIA Container Toolkit not installed (the {policy.path} path needs it {need})",
@@ -95,8 +134,9 @@ TOOLKIT_VERSION = Check(
         "--runtime=containerd` and restart containerd."
     ),
     run=_toolkit_version,
-    reads=(DPKG_STATUS,),
-    runs=(CTK_ARGV,),
+    reads=(DPKG_STATUS, PROC_UPTIME),
+    presence=TOOLKIT_PRESENCE,
+    runs=(CTK_ARGV, OPERATOR_CTK_ARGV),
     timeout_s=15.0,
     failures=(
         Failure(
@@ -121,6 +161,18 @@ TOOLKIT_VERSION = Check(
             "on DRA paths, then run `nvidia-ctk runtime configure --runtime=containerd` and "
             "restart containerd.",
             MINIMUM,
+        ),
+        Failure(
+            OPERATOR_TOOLKIT_LATE, Status.FAIL,
+            "the GPU Operator installs the toolkit on this path and nvidia-container-runtime "
+            "is still not in its toolkit directory past policy.operator.grace_period_s since "
+            "boot",
+            "See why the operator's nvidia-container-toolkit-daemonset pod on this node is not "
+            "ready (its logs; it waits for the driver's driver-ready marker first). If this "
+            "node should use a host-installed toolkit, set policy.toolkit.managed_by_operator: "
+            "false.",
+            "NVIDIA/nvidia-container-toolkit cmd/nvidia-ctk-installer/main.go (installs into "
+            "<toolkit-install-dir>/toolkit, default /usr/local/nvidia); " + VALIDATOR_SOURCE,
         ),
     ),
 )

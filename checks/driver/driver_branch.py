@@ -16,6 +16,7 @@ from checks.base import (
     warned,
 )
 from checks.driver.common import PROC_VERSION, VERSION_UNREADABLE, version_or_outcome
+from checks.operator.state import DRIVER_PRESENCE, driver_owned, driver_waiting, waiting_outcome
 from checks.policy import ResolvedPolicy
 
 # The branch minimums and the lifecycle table are policy data; policy_v1.yaml cites each.
@@ -25,14 +26,17 @@ MINIMUMS = ('NVIDIA DRA driver for GPUs, "Prerequisites" (565+); GPU Operator 25
             "notes (DRA: 580+); " + LIFECYCLE + " (535 LTSB)")
 
 
-def _operator_owned(policy: ResolvedPolicy, managed: bool) -> bool:
-    return managed and policy.path.startswith("operator-")
-
-
 def _driver_branch(host: HostView, policy: ResolvedPolicy) -> Outcome:
     dp = policy.policy.driver
-    if _operator_owned(policy, dp.managed_by_operator):
-        return not_applicable(f"the GPU Operator installs the driver on the {policy.path} path")
+    if driver_owned(policy):
+        if not policy.policy.operator.judge_managed:  # policy version 1's verdict
+            return not_applicable(
+                f"the GPU Operator installs the driver on the {policy.path} path")
+        # The operator's driver is judged against the same minimums once it is there;
+        # until then driver-loaded owns the wait (and its grace period).
+        waiting = driver_waiting(host, policy)
+        if waiting is not None:
+            return waiting_outcome(waiting, policy, None)
     version, early = version_or_outcome(host, "driver version")
     if version is None:
         assert early is not None
@@ -53,6 +57,9 @@ def _driver_branch(host: HostView, policy: ResolvedPolicy) -> Outcome:
         "path": policy.path,
     }
     desc = f"{version.version} ({version.flavor} module), R{version.branch} {kind_text}"
+    if driver_owned(policy):
+        details["driver_root"] = policy.policy.operator.driver_root
+        desc = f"GPU Operator driver {desc}"
     minimum = dp.minimum_branch.get(policy.path)
     if minimum is not None and version.branch < minimum:
         return failed(
@@ -92,6 +99,7 @@ DRIVER_BRANCH = Check(
     remediation="Install a driver branch at or above the path's minimum and reboot.",
     run=_driver_branch,
     reads=(PROC_VERSION,),
+    presence=DRIVER_PRESENCE,
     timeout_s=5.0,
     failures=(
         Failure(

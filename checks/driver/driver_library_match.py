@@ -17,6 +17,7 @@ from checks.base import (
     passed,
 )
 from checks.driver.common import PROC_VERSION, VERSION_UNREADABLE, version_or_outcome
+from checks.operator.state import DRIVER_PRESENCE, driver_owned, driver_waiting, waiting_outcome
 from checks.policy import ResolvedPolicy
 
 _LIB_VERSION = re.compile(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$")
@@ -34,11 +35,13 @@ def _version_key(version: str) -> Tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
-def userspace_nvml_versions(host: HostView) -> Dict[str, str]:
-    """libnvidia-ml version per library directory, from the soname link the loader uses
+def userspace_nvml_versions(host: HostView, root: str = "/") -> Dict[str, str]:
+    """libnvidia-ml version per library directory under ``root`` (the host's own "/", or the
+    GPU Operator's driver root), from the soname link the loader uses
     (libnvidia-ml.so.1 -> libnvidia-ml.so.<version>), else from the versioned file."""
     found: Dict[str, str] = {}
-    for lib_dir in LIB_DIRS:
+    prefix = "" if root == "/" else root.rstrip("/")
+    for lib_dir in (prefix + d for d in LIB_DIRS):
         target = host.readlink(f"{lib_dir}/libnvidia-ml.so.1")
         m = _LIB_VERSION.search(target) if target else None
         if m:
@@ -55,7 +58,42 @@ def userspace_nvml_versions(host: HostView) -> Dict[str, str]:
     return found
 
 
+def _operator_match(host: HostView, policy: ResolvedPolicy) -> Outcome:
+    """The loaded module against the libnvidia-ml the GPU Operator's driver container ships
+    under its root (the host's own directories hold none, and the host has no nvidia-smi)."""
+    waiting = driver_waiting(host, policy)
+    if waiting is not None:
+        return waiting_outcome(waiting, policy, None)  # driver-loaded owns the wait
+    version, early = version_or_outcome(host, "kernel module version")
+    if version is None:
+        assert early is not None
+        return early
+    root = policy.policy.operator.driver_root
+    libs = userspace_nvml_versions(host, root)
+    details: Dict[str, Any] = {"kernel_module": version.version, "libnvidia_ml": libs,
+                               "driver_root": root}
+    mismatched = {d: v for d, v in libs.items() if v != version.version}
+    if mismatched:
+        where = ", ".join(f"{v} in {d}" for d, v in sorted(mismatched.items()))
+        return failed(
+            f"Driver/library version mismatch: kernel module {version.version}, the GPU "
+            f"Operator driver's libnvidia-ml {where}",
+            "The loaded module is not the one the GPU Operator's driver container ships (a "
+            "module from a host install or an earlier driver container is still loaded): "
+            "drain the node and reboot, so the driver container loads its own module.",
+            code="library-mismatch",
+            **details,
+        )
+    if not libs:  # a libnvidia-ml.so* name without a version: nothing to compare
+        return input_missing(f"no versioned libnvidia-ml under {root}; nothing to compare",
+                             **details)
+    return passed(f"kernel module and the GPU Operator driver's libnvidia-ml (under {root}) "
+                  f"are both {version.version}", **details)
+
+
 def _driver_library_match(host: HostView, policy: ResolvedPolicy) -> Outcome:
+    if driver_owned(policy) and policy.policy.operator.judge_managed:
+        return _operator_match(host, policy)
     version, early = version_or_outcome(host, "kernel module version")
     if version is None:
         assert early is not None
@@ -94,7 +132,7 @@ DRIVER_LIBRARY_MATCH = Check(
     remediation="Reboot (or reload the nvidia modules) so the kernel module matches userspace.",
     run=_driver_library_match,
     reads=(PROC_VERSION,),
-    presence=tuple(f"{d}/libnvidia-ml.so*" for d in LIB_DIRS),
+    presence=tuple(f"{d}/libnvidia-ml.so*" for d in LIB_DIRS) + DRIVER_PRESENCE,
     runs=(SMI_ARGV,),
     timeout_s=15.0,
     failures=(

@@ -16,6 +16,14 @@ from checks.base import (
     unknown,
 )
 from checks.driver.common import PROC_VERSION, nvidia_gpus_on_pci
+from checks.operator.state import (
+    DRIVER_PRESENCE,
+    PROC_UPTIME,
+    VALIDATOR_SOURCE,
+    driver_owned,
+    driver_waiting,
+    waiting_outcome,
+)
 from checks.policy import ResolvedPolicy
 
 # /dev/nvidiactl is char 195:255 and /dev/nvidiaN is 195:N (NVIDIA driver README,
@@ -24,7 +32,17 @@ NVIDIA_MAJOR = 195
 README_DEVICE_FILES = 'NVIDIA driver README, "Installing the NVIDIA driver: device files"'
 
 
+OPERATOR_DRIVER_LATE = "operator-driver-late"
+
+
 def _driver_loaded(host: HostView, policy: ResolvedPolicy) -> Outcome:
+    if driver_owned(policy):
+        # The operator's driver container loads the module and mounts its root only after
+        # the node joined and the operator scheduled it: until then this is no fault of the
+        # host (skip), past policy.operator.grace_period_s it is (fail).
+        waiting = driver_waiting(host, policy)
+        if waiting is not None:
+            return waiting_outcome(waiting, policy, OPERATOR_DRIVER_LATE)
     text = host.read_text_or_none(PROC_VERSION)
     if text is None:
         return failed(f"NVIDIA kernel module not loaded ({PROC_VERSION} absent)",
@@ -76,7 +94,8 @@ DRIVER_LOADED = Check(
         "nvidia-persistenced, then re-run the check."
     ),
     run=_driver_loaded,
-    reads=(PROC_VERSION,),
+    reads=(PROC_VERSION, PROC_UPTIME),
+    presence=DRIVER_PRESENCE,
     facts=("dev_nodes", "pci_devices"),
     timeout_s=5.0,
     failures=(
@@ -102,6 +121,18 @@ DRIVER_LOADED = Check(
             "Create the device nodes with `nvidia-modprobe -c 0 -u` or by enabling "
             "nvidia-persistenced, then re-run the check.",
             README_DEVICE_FILES,
+        ),
+        Failure(
+            OPERATOR_DRIVER_LATE, Status.FAIL,
+            "the GPU Operator installs the driver on this path and its driver is still not on "
+            "the host (module not loaded or no libnvidia-ml under the driver root) past "
+            "policy.operator.grace_period_s since boot",
+            "See why the operator's driver pod on this node is not ready (`kubectl -n "
+            "gpu-operator get pods -o wide --field-selector spec.nodeName=<node>`, then the "
+            "nvidia-driver-daemonset pod's logs); its startup probe writes "
+            "/run/nvidia/validations/.driver-ctr-ready once nvidia-smi works. If this node "
+            "should use a host-installed driver, set policy.driver.managed_by_operator: false.",
+            VALIDATOR_SOURCE,
         ),
     ),
 )

@@ -12,13 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.driver_layout import OPERATOR_DRIVER_ROOT
 
-# NVIDIA/gpu-operator, api/nvidia/v1/clusterpolicy_types.go (ToolkitSpec.InstallDir, default
-# "/usr/local/nvidia") and controllers/object_controls.go (the toolkit container's
-# TOOLKIT_INSTALL_DIR/RUNTIME_BIN path: <installDir>/toolkit): the operator's toolkit puts
-# nvidia-container-runtime and nvidia-ctk in /usr/local/nvidia/toolkit on the host.
+# NVIDIA/gpu-operator, api/nvidia/v1/clusterpolicy_types.go: ToolkitSpec.InstallDir, "Toolkit
+# install directory on the host", +kubebuilder:default=/usr/local/nvidia. The toolkit container
+# (NVIDIA/nvidia-container-toolkit, cmd/nvidia-ctk-installer/main.go: defaultToolkitInstallDir
+# "/usr/local/nvidia", toolkitSubDir "toolkit", "the components of the toolkit will be
+# installed to ROOT/toolkit") puts nvidia-container-runtime and nvidia-ctk in
+# /usr/local/nvidia/toolkit on the host.
 OPERATOR_TOOLKIT_ROOT = "/usr/local/nvidia/toolkit"
-# NVIDIA/gpu-operator, validator/main.go (defaultStatusPath "/run/nvidia/validations"): the
-# operator validator's readiness markers (driver-ready, toolkit-ready, ...) live here.
+# NVIDIA/gpu-operator, cmd/nvidia-validator/main.go (defaultStatusPath
+# "/run/nvidia/validations"): the operator validator's readiness markers (driver-ready,
+# toolkit-ready, ...) live here.
 OPERATOR_VALIDATIONS_DIR = "/run/nvidia/validations"
 
 
@@ -26,16 +29,25 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# An absolute host path without glob characters (the checks glob under it).
+_HOST_DIR = r"^/[^*?\[\]]*$"
+
+
 class OperatorPolicy(_Strict):
     # The host directory the operator's driver container exposes its root at.
-    driver_root: str = OPERATOR_DRIVER_ROOT
+    driver_root: str = Field(default=OPERATOR_DRIVER_ROOT, pattern=_HOST_DIR)
     # The host directory the operator's toolkit container installs the toolkit into.
-    toolkit_root: str = OPERATOR_TOOLKIT_ROOT
+    toolkit_root: str = Field(default=OPERATOR_TOOLKIT_ROOT, pattern=_HOST_DIR)
     # The host directory the operator validator writes its readiness markers into.
-    validations_dir: str = OPERATOR_VALIDATIONS_DIR
+    validations_dir: str = Field(default=OPERATOR_VALIDATIONS_DIR, pattern=_HOST_DIR)
     # Seconds after boot (/proc/uptime) after which still waiting for the operator's driver
     # or toolkit fails; None = waiting is `skip` however long it lasts (version 1).
     grace_period_s: Optional[int] = Field(default=None, ge=0)
     # Whether a host driver/toolkit beside the operator's (and the reverse) fails the
     # gpu-operator check; False = reported only (version 1).
     ownership_conflicts: bool = False
+    # Whether the driver and toolkit checks judge what the operator installed, once it is
+    # there (driver-branch minimums, the module against the libnvidia-ml under driver_root,
+    # the toolkit under toolkit_root); False = version 1's verdicts: driver-branch
+    # not-applicable, toolkit-version skipped on operator paths.
+    judge_managed: bool = False

@@ -1,0 +1,174 @@
+"""What the driver and toolkit checks share when the NVIDIA GPU Operator installs them: who
+owns the component on this path, whether the operator's copy is on the host yet, the
+validator's readiness markers, time since boot, and the one "waiting" verdict.
+
+Sources:
+- NVIDIA/gpu-operator, cmd/nvidia-validator/main.go: defaultStatusPath
+  "/run/nvidia/validations"; driverContainerStatusFilePath "<dir>/.driver-ctr-ready" (the
+  driver container's startup probe writes it once nvidia-smi works inside the container);
+  driverStatusFile "driver-ready", toolkitStatusFile "toolkit-ready", cudaStatusFile
+  "cuda-ready", pluginStatusFile "plugin-ready" (the validator writes each once that
+  component validated; driver-ready holds "IS_HOST_DRIVER=<bool>" and "NVIDIA_DRIVER_ROOT=").
+- The driver container's root at /run/nvidia/driver (agent/driver_layout.py), its libraries
+  in the same directories as on a host (LIB_DIRS).
+- The toolkit container installs into <installDir>/toolkit (checks/operator/policy.py).
+"""
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from agent.driver_layout import LIB_DIRS, OPERATOR_DRIVER_ROOT
+from checks.base import HostView, Outcome, failed, input_missing
+from checks.operator.policy import OPERATOR_TOOLKIT_ROOT, OPERATOR_VALIDATIONS_DIR
+from checks.policy import ResolvedPolicy
+
+PROC_VERSION = "/proc/driver/nvidia/version"
+PROC_UPTIME = "/proc/uptime"
+DRIVER_CTR_READY = ".driver-ctr-ready"
+DRIVER_READY = "driver-ready"
+TOOLKIT_READY = "toolkit-ready"
+# The markers the summaries name first, in the order the operator writes them; any other file
+# in the directory (nvidia-fs-ready, workload-type, ...) is listed after them.
+KNOWN_MARKERS = (DRIVER_CTR_READY, DRIVER_READY, TOOLKIT_READY, "cuda-ready", "plugin-ready")
+MAX_MARKERS = 32  # the validator writes about a dozen; a longer listing is cut here
+RUNTIME = "nvidia-container-runtime"
+CTK = "nvidia-ctk"
+VALIDATOR_SOURCE = (
+    "NVIDIA/gpu-operator cmd/nvidia-validator/main.go (defaultStatusPath "
+    "/run/nvidia/validations; .driver-ctr-ready, driver-ready, toolkit-ready markers)"
+)
+
+# What collect captures for these decisions, at the default locations (a configured
+# driver_root, toolkit_root or validations_dir is read live but not captured).
+DRIVER_PRESENCE: Tuple[str, ...] = tuple(
+    f"{OPERATOR_DRIVER_ROOT}{d}/libnvidia-ml.so*" for d in LIB_DIRS
+) + (f"{OPERATOR_VALIDATIONS_DIR}/*",)
+TOOLKIT_PRESENCE: Tuple[str, ...] = (
+    f"{OPERATOR_TOOLKIT_ROOT}/{RUNTIME}", f"{OPERATOR_TOOLKIT_ROOT}/{CTK}",
+    f"{OPERATOR_VALIDATIONS_DIR}/*",
+)
+OPERATOR_CTK_ARGV = (f"{OPERATOR_TOOLKIT_ROOT}/{CTK}", "--version")
+
+
+def driver_owned(policy: ResolvedPolicy) -> bool:
+    """The operator installs the driver on this path (driver.managed_by_operator)."""
+    return policy.policy.driver.managed_by_operator and policy.path.startswith("operator-")
+
+
+def toolkit_owned(policy: ResolvedPolicy) -> bool:
+    return policy.policy.toolkit.managed_by_operator and policy.path.startswith("operator-")
+
+
+def markers(host: HostView, policy: ResolvedPolicy) -> List[str]:
+    """The validator's marker files present, the known ones first."""
+    directory = policy.policy.operator.validations_dir
+    names = [n for n in host.listdir(directory) if host.is_file(f"{directory}/{n}")]
+    known = [m for m in KNOWN_MARKERS if m in names]
+    rest = sorted(n for n in names if n not in KNOWN_MARKERS and n.isprintable())
+    return (known + rest)[:MAX_MARKERS]
+
+
+def marker_text(found: List[str], policy: ResolvedPolicy) -> str:
+    directory = policy.policy.operator.validations_dir
+    if not found:
+        return f"no validator markers in {directory}"
+    return f"validator markers in {directory}: {', '.join(found)}"
+
+
+def driver_ready_fields(host: HostView, policy: ResolvedPolicy) -> Dict[str, str]:
+    """KEY=value lines of the validator's driver-ready file (empty when absent)."""
+    text = host.read_text_or_none(f"{policy.policy.operator.validations_dir}/{DRIVER_READY}")
+    fields: Dict[str, str] = {}
+    for line in (text or "").splitlines()[:32]:
+        key, sep, value = line.partition("=")
+        if sep and key.strip().isidentifier():
+            fields[key.strip()] = value.strip()[:200]
+    return fields
+
+
+def uptime_s(host: HostView) -> Optional[float]:
+    text = host.read_text_or_none(PROC_UPTIME)
+    try:
+        return float(text.split()[0]) if text else None
+    except (ValueError, IndexError):
+        return None
+
+
+def nvml_libs_under(host: HostView, root: str) -> List[str]:
+    """libnvidia-ml files in ``root``'s library directories ("/" = the host's own)."""
+    prefix = "" if root in ("", "/") else root.rstrip("/")
+    found: List[str] = []
+    for lib_dir in LIB_DIRS:
+        found += host.glob(f"{prefix}{lib_dir}/libnvidia-ml.so*")
+    return found
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The operator's component is not on the host yet, and how long the host has waited."""
+
+    component: str  # "driver" | "toolkit"
+    missing: str  # what is absent, in words
+    markers: List[str]
+    uptime: Optional[float]
+    grace: Optional[int]
+
+    @property
+    def late(self) -> bool:
+        return self.grace is not None and self.uptime is not None and self.uptime > self.grace
+
+    def details(self) -> Dict[str, Any]:
+        return {"waiting_for": f"gpu-operator-{self.component}", "markers": self.markers,
+                "uptime_s": None if self.uptime is None else int(self.uptime),
+                "grace_period_s": self.grace}
+
+
+def driver_waiting(host: HostView, policy: ResolvedPolicy) -> Optional[Waiting]:
+    """None when the operator's driver is present: the kernel module loaded and libnvidia-ml
+    under the driver root; else what is missing."""
+    root = policy.policy.operator.driver_root
+    missing = []
+    if not host.exists(PROC_VERSION):
+        missing.append(f"kernel module not loaded ({PROC_VERSION} absent)")
+    if not nvml_libs_under(host, root):
+        missing.append(f"no libnvidia-ml under {root}")
+    if not missing:
+        return None
+    op = policy.policy.operator
+    return Waiting("driver", "; ".join(missing), markers(host, policy), uptime_s(host),
+                   op.grace_period_s)
+
+
+def toolkit_waiting(host: HostView, policy: ResolvedPolicy) -> Optional[Waiting]:
+    root = policy.policy.operator.toolkit_root
+    if host.exists(f"{root}/{RUNTIME}"):
+        return None
+    op = policy.policy.operator
+    return Waiting("toolkit", f"no {RUNTIME} in {root}", markers(host, policy),
+                   uptime_s(host), op.grace_period_s)
+
+
+def _when(w: Waiting) -> str:
+    if w.uptime is None:
+        return f"uptime unknown ({PROC_UPTIME} unreadable)"
+    if w.grace is None:
+        return f"up {int(w.uptime)}s, no grace period set"
+    return f"up {int(w.uptime)}s of a {w.grace}s grace period"
+
+
+def waiting_summary(w: Waiting, policy: ResolvedPolicy) -> str:
+    return (f"waiting for the GPU Operator {w.component}: {w.missing}; "
+            f"{marker_text(w.markers, policy)} ({_when(w)})")
+
+
+def waiting_outcome(w: Waiting, policy: ResolvedPolicy, late_code: Optional[str]) -> Outcome:
+    """skip (input-missing) while waiting; with ``late_code`` (the component's owner check),
+    fail once the grace period since boot has passed."""
+    if late_code is not None and w.late:
+        return failed(
+            f"the GPU Operator {w.component} is still not on the host {int(w.uptime or 0)}s "
+            f"after boot (grace period {w.grace}s): {w.missing}; "
+            f"{marker_text(w.markers, policy)}",
+            code=late_code,
+            **w.details(),
+        )
+    return input_missing(waiting_summary(w, policy), **w.details())
