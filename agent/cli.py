@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from agent.cli_commands import cmd_clear, cmd_collect, cmd_config, cmd_explain, cmd_version
-from agent.cli_common import emit, ids, load_config, registry, validate_ids
+from agent.cli_common import emit, ids, load_config, nvml_library_for, registry, validate_ids
 from agent.cli_common import resolve_policy as resolve_policy  # public: tests and tools use it
 from agent.cli_parser import build_parser as _build_parser
 from agent.errors import EXIT_CLOSED as EXIT_CLOSED  # the exit codes: agent/errors.py's table
@@ -79,7 +79,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     only = ids(args.only) or None
     validate_ids(only or [], [c.id for c in checks], "--only")
     api = ApiWiring()  # the one session of this process (agent/cli_kube.py)
-    with open_host(args.host_root, args.bundle, config) as opened:
+    # On a GPU Operator-managed driver, NVML is read from the operator's driver root.
+    with open_host(args.host_root, args.bundle, config,
+                   nvml_library=nvml_library_for(policy)) as opened:
         host = api.wrap(opened, config) if opened.is_live else opened
         try:
             results = Engine(checks).run(host, policy, only=only, skip=skip)

@@ -7,16 +7,21 @@ from agent.errors import ConfigError, UsageError
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
+    from agent.cli_common import nvml_library_for
     from agent.cli_kube import ApiWiring
     from agent.host.build import open_host
     from agent.host.collect import collect
 
-    config, _ = load_config(args.config)
+    config, origin = load_config(args.config)
+    try:  # NVML from the GPU Operator's driver root when the policy says it owns the driver
+        library = nvml_library_for(resolve_policy(config, origin, config.allocation_path))
+    except ConfigError:  # a broken policy is `check`'s to report; collect still captures
+        library = None
     out = args.output or time.strftime("gpu-node-agent-bundle-%Y%m%dT%H%M%SZ.tar.gz", time.gmtime())
     # collect refuses a non-empty directory or an existing file before capturing anything
     # (OutputError, a ConfigError: exit 2 with one line).
     api = ApiWiring()  # the Node and RuntimeClasses, as `check` reads them
-    with open_host(args.host_root, None, config) as opened:
+    with open_host(args.host_root, None, config, nvml_library=library) as opened:
         try:
             host = api.wrap(opened, config) if opened.is_live else opened
             target = collect(host, registry(), out)

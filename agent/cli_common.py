@@ -54,6 +54,18 @@ def resolve_policy(config: "Config", origin: Optional[str], path: str) -> "Resol
     return ResolvedPolicy(policy, path, settings=config.model_dump())
 
 
+def nvml_library_for(policy: Any) -> Any:
+    """What the NVML worker loads for a resolved policy: the GPU Operator's driver root's
+    libnvidia-ml when the operator installs the driver on this path (searched anew before each
+    snapshot: agent/host/driver_root.py), else None (pynvml's soname from the host's loader
+    path). ``policy`` is a ResolvedPolicy, or a callable returning the current one (`run`)."""
+    from agent.host.driver_root import nvml_library, operator_driver_root
+
+    if callable(policy):
+        return nvml_library(policy)
+    return nvml_library(lambda: policy) if operator_driver_root(policy) else None
+
+
 def validate_ids(ids: Sequence[str], known: Sequence[str], flag: str) -> None:
     unknown = [i for i in ids if i not in known]
     if unknown:

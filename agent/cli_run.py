@@ -27,17 +27,22 @@ def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -
 
     logger = setup(debug=getattr(args, "debug", False))
     gen = loader()  # a bad config at start is exit 2 (ConfigError), not a log line
+    from agent.cli_common import nvml_library_for
+
+    current = [gen]  # the generation in force: where NVML is loaded from follows its policy
+    library = nvml_library_for(lambda: current[0].policy)
     gpus = None
     if (args.host_root is None and args.bundle is None) or getattr(args, "nvml", False):
         from agent.nvml.client import NvmlClient
 
         g = whole_config(gen).gpu
         gpus = NvmlClient(deadline_s=g.nvml_deadline_s, first_deadline_s=g.nvml_first_deadline_s,
-                          maintenance_flag=g.maintenance_flag)
+                          maintenance_flag=g.maintenance_flag, library=library)
     first = [gen]
 
     def load_once() -> Generation:  # the first call reuses the validated start config
-        return first.pop() if first else loader()
+        current[0] = first.pop() if first else loader()
+        return current[0]
 
     live = args.host_root is None and args.bundle is None
     from agent.cli_kube import ApiWiring
@@ -50,7 +55,7 @@ def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -
         daemon = Daemon(checks, load_once, source, version(),
                         logger, listen_override=getattr(args, "listen_address", None),
                         outputs_factory=_node_outputs(args, live, api),
-                        xid_monitor=_xid_monitor(gen, logger) if live else None)
+                        xid_monitor=_xid_monitor(gen, logger, library) if live else None)
     except OSError as exc:  # a WebConfigError is a ConfigError already (exit 2)
         listen = getattr(args, "listen_address", None) or gen.config.run.listen_address
         raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
@@ -101,7 +106,7 @@ def _node_outputs(args: Any, live: bool, api: Any) -> Callable[[Generation], Lis
     return make
 
 
-def _xid_monitor(gen: Generation, logger: logging.Logger) -> Any:
+def _xid_monitor(gen: Generation, logger: logging.Logger, library: Any = None) -> Any:
     """Sticky XID/ECC faults and XID counters from the kernel log (live host only: it writes
     /var/lib/gpu-node-agent and reads /dev/kmsg)."""
     try:
@@ -109,7 +114,7 @@ def _xid_monitor(gen: Generation, logger: logging.Logger) -> Any:
 
         # Kernel log plus NVML XID events from their own worker (NVML misses 79/119/120, the
         # kernel log misses nothing but arrives later; agent/xid/events.py de-duplicates them).
-        return start_for_daemon(gen.config, gen.policy.policy.xid)
+        return start_for_daemon(gen.config, gen.policy.policy.xid, nvml_library=library)
     except Exception as exc:  # no kernel log, no state dir: the rest of the agent still runs
         log(logger, logging.ERROR, "XID monitor unavailable", error=f"{type(exc).__name__}: {exc}")
         return None

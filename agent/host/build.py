@@ -22,8 +22,9 @@ TREE_CAPTURE_HINT = (
 )
 
 
-def live_host(config: Any = None, gpus: Any = None) -> Host:
-    # `gpus`: a long-lived source (run keeps one NvmlClient across cycles).
+def live_host(config: Any = None, gpus: Any = None, nvml_library: Any = None) -> Host:
+    # `gpus`: a long-lived source (run keeps one NvmlClient across cycles). `nvml_library`:
+    # the libnvidia-ml the NVML worker loads (agent/nvml/process.py; None: the soname).
     from agent.host.live import LiveFacts
     from agent.nvml.client import NvmlGpuSource
     from agent.safeio.commands import SubprocessCommands
@@ -35,6 +36,7 @@ def live_host(config: Any = None, gpus: Any = None) -> Host:
         deadline_s=getattr(gpu, "nvml_deadline_s", 10.0),
         first_deadline_s=getattr(gpu, "nvml_first_deadline_s", 45.0),
         maintenance_flag=getattr(gpu, "maintenance_flag", None),
+        library=nvml_library,
     )
     return Host(
         "/", commands=SubprocessCommands(), gpus=gpus,
@@ -55,7 +57,8 @@ def tree_host(root: str, gpus: Any = None) -> Host:
 
 @contextmanager
 def open_host(
-    host_root: Optional[str] = None, bundle: Optional[str] = None, config: Any = None
+    host_root: Optional[str] = None, bundle: Optional[str] = None, config: Any = None,
+    nvml_library: Any = None,
 ) -> Iterator[Host]:
     if bundle is not None:
         from agent.host.bundle import load_bundle
@@ -70,4 +73,4 @@ def open_host(
     elif host_root is not None:
         yield tree_host(host_root)
     else:
-        yield live_host(config)
+        yield live_host(config, nvml_library=nvml_library)

@@ -9,7 +9,7 @@ SIGKILL: the client then never starts a second worker behind it; it counts it
 (``stats["stuck_workers"]``) and answers ``worker_stuck`` until the old one is gone.
 
 API (used by ``check`` through ``NvmlGpuSource`` and by ``run``):
-    client = NvmlClient(deadline_s=10, first_deadline_s=60, env=None)
+    client = NvmlClient(deadline_s=10, first_deadline_s=60, env=None, library=None)
     client.snapshot() -> dict (docs/gpu-snapshot.md; never raises)
     client.maintenance(True/False); client.check_maintenance_flag(); client.close()
     client.stats: requests, timeouts, spawns, respawns, stuck_workers, worker_crashes
@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, Dict, Mapping, Optional
 
-from agent.nvml.process import LineReader, close_pipes, spawn_worker, stderr_tail
+from agent.nvml.process import LibraryPin, LineReader, close_pipes, spawn_worker, stderr_tail
 
 SCHEMA_VERSION = 1
 REAP_WAIT_S = 2.0  # how long a SIGKILLed worker gets to disappear before it counts as stuck
@@ -55,8 +55,12 @@ class NvmlClient:
         backoff_max_s: float = 300.0,
         maintenance_flag: Optional[str] = None,
         python: Optional[str] = None,
+        library: Any = None,  # agent.nvml.process.LibrarySpec
     ) -> None:
         self.deadline_s = deadline_s
+        # The libnvidia-ml the workers load (agent/nvml/process.py LibraryPin; None: the
+        # soname). Not found: no worker, and a library_not_found snapshot says why.
+        self.library = LibraryPin(library)
         # First init without persistence mode can take seconds per GPU (NVIDIA driver
         # persistence docs: "the driver ... is initialized each time a client connects").
         self.first_deadline_s = max(first_deadline_s, deadline_s)
@@ -99,6 +103,9 @@ class NvmlClient:
                 why = self._api_reason if self._api_maintenance else ""
                 return error_snapshot("maintenance", f"NVML released for maintenance: {why}" if why
                                       else "NVML released for maintenance; resume to read GPUs")
+            missing = self.library.ask(self._proc is not None, self._stop_worker)
+            if missing is not None:
+                return error_snapshot("library_not_found", missing)
             reply = self._request({"op": "snapshot"})
             if "snapshot" in reply:
                 snap = dict(reply["snapshot"])
@@ -163,7 +170,7 @@ class NvmlClient:
         if now < self._not_before:
             return {"kind": "timeout", "message": (
                 f"NVML unresponsive; next worker start in {self._not_before - now:.0f}s (backoff)")}
-        env = dict(os.environ if self.env is None else self.env)
+        env = self.library.env(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
         if self._stderr is None:
             self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives with the client)

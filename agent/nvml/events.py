@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from agent.nvml.process import spawn_worker
+from agent.nvml.process import LibrarySpec, current_choice, spawn_worker, worker_env
 
 WAIT_MS = 1000  # nvmlEventSetWait's timeout: how often the worker notices it should stop
 GPU_IS_LOST = 15  # nvmlReturn_t NVML_ERROR_GPU_IS_LOST (nvml.h)
@@ -107,8 +107,10 @@ def stream_xid_events(
             nvml.nvmlShutdown()
 
 
-def events_main(nvml: Any) -> int:
-    """``python -m agent.nvml.worker --events``: stream until SIGTERM/SIGINT or stdin closes."""
+def events_main(nvml: Any, load_error: Optional[Dict[str, Any]] = None) -> int:
+    """``python -m agent.nvml.worker --events``: stream until SIGTERM/SIGINT or stdin closes.
+    ``load_error``: the library the agent named could not be loaded (agent/nvml/process.py):
+    said once as an error event, then exit 1 (the agent restarts it with backoff)."""
     stop = threading.Event()
     lock = threading.Lock()
 
@@ -116,6 +118,10 @@ def events_main(nvml: Any) -> int:
         with lock:
             sys.stdout.write(json.dumps(message) + "\n")
             sys.stdout.flush()
+
+    if load_error is not None:
+        send({"event": "error", **load_error})
+        return 1
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -154,9 +160,12 @@ class NvmlEventStream:
         maintenance_flag: Optional[str] = None,
         backoff_initial_s: float = 1.0,
         backoff_max_s: float = 300.0,
+        library: LibrarySpec = None,
     ) -> None:
         self.on_event = on_event
         self.env = dict(env) if env is not None else None
+        # The libnvidia-ml to load (agent/nvml/process.py), asked again before each start.
+        self.library = library
         self.python = python or sys.executable
         self.maintenance_flag = maintenance_flag
         self.backoff_initial_s, self.backoff_max_s = backoff_initial_s, backoff_max_s
@@ -221,7 +230,16 @@ class NvmlEventStream:
     def _run_one(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             return  # the previous one survived its kill: never a second behind it
-        self._proc = spawn_worker(self.python, ["--events"], env=self.env)
+        choice = current_choice(self.library)
+        if choice is not None and choice.path is None:  # not there yet: retried with backoff
+            self.stats["errors"] += 1
+            self.last_error = {"event": "error", "kind": "library_not_found",
+                               "nvml_code": None, "message": choice.reason}
+            self.on_event(self.last_error)
+            return
+        env = worker_env(os.environ if self.env is None else self.env,
+                         None if choice is None else choice.path)
+        self._proc = spawn_worker(self.python, ["--events"], env=env)
         self.stats["starts"] += 1
         assert self._proc.stdout is not None
         fd, pending = self._proc.stdout.fileno(), b""

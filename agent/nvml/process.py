@@ -4,12 +4,32 @@ How it is started (``python -m agent.nvml.worker`` from this installation), how 
 lines are read under a deadline, and how its pipes and stderr are closed and read after it
 ended. What to do about a worker that is late or gone (kill by PID, backoff, "stuck") is the
 caller's: agent/nvml/client.py for snapshots, agent/nvml/events.py for XID events.
+
+Which libnvidia-ml the NVML worker loads: the host's loader path (pynvml's own
+``CDLL("libnvidia-ml.so.1")``), or one exact file named by the agent, the GPU Operator's
+driver root's copy (agent/host/driver_root.py finds it).
+
+The client names the file in the worker's environment (LIBRARY_ENV, an absolute path); the
+worker calls ``load_into(pynvml, path)`` before pynvml's first call. It loads that file with
+``ctypes.CDLL(path)`` and hands the same object to pynvml as its ``nvmlLib``, under pynvml's
+``libLoadLock``: pynvml's ``_LoadNvmlLibrary`` (nvidia-ml-py 13.615.71, pynvml.py) only
+dlopens the soname while ``nvmlLib`` is None, so every later NVML call resolves its function
+in exactly that file. Preloading alone would also work for NVIDIA's real library, because
+glibc's dlopen matches an already-loaded object by its DT_SONAME (libnvidia-ml.so.1), but not
+for a library without one (the test suite's simulated library has none: measured, dlopen of
+the soname then fails), so the handle is set, and preloading is only the fallback for a pynvml
+without ``nvmlLib``. LD_LIBRARY_PATH is never used for this: it would also take the driver
+root's libc and every other library of the interpreter from that root.
+
+This module never imports pynvml: the agent's process imports it (the client), and only the
+worker hands pynvml in.
 """
+import ctypes
 import os
 import select
 import subprocess
 import time
-from typing import IO, Any, Mapping, Optional, Sequence
+from typing import IO, Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 WORKER_MODULE = "agent.nvml.worker"
 MAX_LINE_BYTES = 64 * 1024 * 1024  # a reply past this is dropped, not buffered on
@@ -88,3 +108,109 @@ def stderr_tail(stderr: Optional[IO[bytes]]) -> str:
     except OSError:
         return ""
     return lines[-1][:300] if lines else ""
+
+
+# -- which libnvidia-ml the worker loads ---------------------------------------------
+LIBRARY_ENV = "GNA_NVML_LIBRARY"  # the absolute path the worker loads instead of the soname
+
+
+class LibraryChoice(NamedTuple):
+    """The file to load (None: not found, the worker is not started) and why."""
+
+    path: Optional[str]
+    reason: str
+
+
+# What the clients accept: None (the host's loader path), a fixed absolute path, or a
+# callable asked again before each start (a driver root that fills in later).
+LibrarySpec = Union[None, str, Callable[[], Optional[LibraryChoice]]]
+
+
+def current_choice(spec: LibrarySpec) -> Optional[LibraryChoice]:
+    """The spec asked now; None = the host's own loader path."""
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        return LibraryChoice(spec, f"configured library {spec}")
+    try:
+        return spec()
+    except Exception as exc:  # the client's snapshot never raises: say why instead
+        return LibraryChoice(None, f"looking for the NVML library failed: {exc!r}")
+
+
+def identity(path: str) -> Optional[Tuple[int, int, int, int]]:
+    """What tells a replaced file from the one a worker loaded (device, inode, mtime, size)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def worker_env(base: Mapping[str, str], path: Optional[str]) -> Dict[str, str]:
+    """The worker's environment: LIBRARY_ENV set to ``path``, or removed (the host's loader
+    path) so a value inherited from the agent's own environment never picks a library."""
+    env = {k: v for k, v in base.items() if k != LIBRARY_ENV}
+    if path is not None:
+        env[LIBRARY_ENV] = path
+    return env
+
+
+class LibraryPin:
+    """What a client's workers load, asked again before each snapshot: the file the next
+    worker loads (``want``: path and identity) and the one the running worker loaded."""
+
+    def __init__(self, spec: LibrarySpec) -> None:
+        self.spec = spec
+        self.want: Tuple[Optional[str], Any] = (None, None)
+        self.loaded: Tuple[Optional[str], Any] = (None, None)
+
+    def ask(self, running: bool, stop: Callable[[], None]) -> Optional[str]:
+        """Why the library is missing (None: it is there). ``stop`` ends a running worker
+        whose file is gone or was replaced (the operator's driver upgraded): no NVML handle
+        stays open on it, and the next worker loads the new file."""
+        if self.spec is None:
+            return None
+        choice = current_choice(self.spec)
+        path = None if choice is None else choice.path
+        self.want = (path, identity(path) if path else None)
+        if running and (self.want != self.loaded or (choice is not None and path is None)):
+            stop()
+        return choice.reason if choice is not None and path is None else None
+
+    def env(self, base: Mapping[str, str]) -> Dict[str, str]:
+        """The environment of a worker started now (it loads ``want``)."""
+        self.loaded = self.want
+        return worker_env(base, self.want[0])
+
+
+def error(kind: str, message: str) -> Dict[str, Any]:
+    return {"kind": kind, "nvml_code": None, "message": message}
+
+
+def load_into(pynvml: Any, path: Optional[str]) -> Optional[Dict[str, Any]]:
+    """Load ``path`` as pynvml's library (None: leave pynvml to its soname). Returns None when
+    loaded, else the snapshot error record (docs/gpu-snapshot.md) that names the path."""
+    if path is None:
+        return None
+    if not os.path.isabs(path):
+        return error("library_load_failed", f"NVML library path {path!r} is not absolute")
+    if not os.path.isfile(path):
+        return error("library_not_found", f"NVML library {path} does not exist")
+    # The agent resolved this path inside the driver root with no symlink left in it; one
+    # that appeared since could point outside the root, so it is not followed.
+    if os.path.realpath(path) != path:
+        return error("library_load_failed",
+                     f"NVML library {path} is not its own real path (a symlink appeared)")
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as exc:
+        return error("library_load_failed", f"cannot load NVML library {path}: {exc}")
+    lock = getattr(pynvml, "libLoadLock", None)
+    if hasattr(pynvml, "nvmlLib"):
+        if lock is not None:
+            with lock:
+                pynvml.nvmlLib = lib
+        else:
+            pynvml.nvmlLib = lib
+    return None

@@ -14,6 +14,10 @@ cancelled; a process can be killed). Requests:
 The snapshot's schema is docs/gpu-snapshot.md (schema_version 1); what is read per GPU, and
 the nvml.h tables that decode it, is agent/nvml/readers.py (loaded only in this process).
 
+The library: with GNA_NVML_LIBRARY set (an absolute path; the client sets it on a host whose
+driver is the GPU Operator's), that exact file is loaded before pynvml's first call
+(agent/nvml/process.py); one that cannot be loaded makes every snapshot an error one naming it.
+
 XID streaming: ``python -m agent.nvml.worker --events`` runs
 ``agent.nvml.events.events_main`` instead, a separate process whose nvmlEventSetWait thread
 never delays a snapshot. (Lines without an "id" are events; the snapshot client skips them.)
@@ -28,13 +32,17 @@ from typing import Any, Dict, List, Optional
 
 import pynvml
 
+from agent.nvml.process import LIBRARY_ENV, load_into
 from agent.nvml.readers import as_text, error_record, read_gpu
 
 SCHEMA_VERSION = 1
 
 
 class Worker:
-    def __init__(self) -> None:
+    def __init__(self, load_error: Optional[Dict[str, Any]] = None) -> None:
+        # The named library could not be loaded (agent/nvml/process.py): every snapshot says
+        # so, and pynvml is never left to dlopen another libnvidia-ml by its soname.
+        self.load_error = load_error
         self.initialized = False
         self.maintenance = False
         self.out_lock = threading.Lock()
@@ -68,6 +76,9 @@ class Worker:
         if self.maintenance:
             snap["error"] = {"kind": "maintenance", "nvml_code": None,
                              "message": "NVML released for maintenance (nvmlShutdown)"}
+            return snap
+        if self.load_error is not None:
+            snap["error"] = dict(self.load_error)
             return snap
         try:
             self._init()
@@ -114,13 +125,16 @@ class Worker:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    # The exact libnvidia-ml the agent named (the GPU Operator's driver root), loaded before
+    # pynvml's first call; unset = pynvml dlopens the soname from the host's loader path.
+    load_error = load_into(pynvml, os.environ.get(LIBRARY_ENV) or None)
     if "--events" in args:
         # XID streaming runs in its own worker process (agent/nvml/events.py), so a
         # thread blocked in nvmlEventSetWait never delays a snapshot; pynvml is handed in.
         from agent.nvml.events import events_main
 
-        return events_main(pynvml)
-    worker = Worker()
+        return events_main(pynvml, load_error)
+    worker = Worker(load_error)
     for raw in sys.stdin:
         raw = raw.strip()
         if not raw:

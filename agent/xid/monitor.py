@@ -246,7 +246,9 @@ class XidMonitor:
         return self.record(snapshot)
 
 
-def start_for_daemon(config: Any, xid_policy: Any, nvml_events: bool = True) -> XidMonitor:
+def start_for_daemon(
+    config: Any, xid_policy: Any, nvml_events: bool = True, nvml_library: Any = None
+) -> XidMonitor:
     """What `run` does at start: the state under ``config.state_dir`` for this boot, the
     kernel log (/dev/kmsg, else the journal), and NVML XID events from their own worker
     (held back in NVML maintenance mode). Then, each cycle: ``monitor.cycle(snapshot)``; at
@@ -259,7 +261,8 @@ def start_for_daemon(config: Any, xid_policy: Any, nvml_events: bool = True) -> 
     if nvml_events:
         gpu = getattr(config, "gpu", None)
         monitor.events = NvmlEventStream(
-            monitor.on_nvml_message, maintenance_flag=getattr(gpu, "maintenance_flag", None)
+            monitor.on_nvml_message, maintenance_flag=getattr(gpu, "maintenance_flag", None),
+            library=nvml_library,  # the GPU Operator's driver root's libnvidia-ml, if it owns it
         )
         monitor.events.start()
     return monitor

@@ -1,0 +1,197 @@
+"""Where libnvidia-ml.so.1 is under a driver root: the GPU Operator's driver container root
+(/run/nvidia/driver on the host), so the NVML worker can load that exact file.
+
+On a host where the GPU Operator installs the driver, the driver's user-space libraries exist
+only inside the driver container's root; the host's own loader path has no libnvidia-ml. The
+NVML worker is then handed the file found here (agent/nvml/process.py loads it) instead of
+letting pynvml dlopen the soname from the host's loader path. LD_LIBRARY_PATH is never pointed
+at the root: the loader would then also take that root's libc and every other library the
+agent's interpreter needs from it.
+
+Layouts searched, in this order (agent/driver_layout.py LIB_DIRS):
+- the Debian/Ubuntu multiarch directory /usr/lib/<machine>-linux-gnu, where the GPU Operator's
+  Ubuntu-based driver container images (NVIDIA/gpu-driver-container, ubuntu22.04/ubuntu24.04
+  Dockerfiles, which install the driver with the .run installer's
+  --x-prefix/--opengl-prefix defaults) and the Ubuntu driver packages put it;
+- /usr/lib64, where the RHEL/Rocky-based images (NVIDIA/gpu-driver-container rhel8/rhel9) and
+  the RHEL driver packages put it (Filesystem Hierarchy Standard 3.0, 4.7 "/usr/lib<qual>");
+- /usr/lib;
+- then the root's own /etc/ld.so.cache, which names the file for any other directory the
+  image's ld.so.conf lists (glibc's own lookup order consults the cache; ld.so(8)).
+
+The cache is glibc's "new" format (glibc sysdeps/generic/dl-cache.h: CACHEMAGIC_NEW
+"glibc-ld.so.cache", CACHE_VERSION "1.1"; struct cache_file_new, a 48-byte header, then
+`nlibs` struct file_entry_new of 24 bytes: int32 flags, uint32 key, uint32 value, uint32
+osversion, uint64 hwcap; key and value are string offsets from the start of the new header),
+alone (what ldconfig writes since glibc 2.32) or after the old "ld.so-1.7.0" table (16-byte
+header, 12-byte entries, the new table 8-byte aligned after them). The file is hostile input:
+read bounded through agent/safeio, at most MAX_CACHE_ENTRIES entries looked at, and an entry
+whose string offset lies outside the file is ignored, never followed.
+
+Every candidate is resolved inside the root with agent/host/resolve.py's Resolver (chroot
+semantics: an absolute symlink target is relative to the root, ".." never climbs above it) and
+must be a regular file, so the path returned is always a file inside the root: a link that
+points outside it resolves inside it instead, and is not found there.
+"""
+import os
+import platform
+import stat
+import struct
+from pathlib import Path
+from typing import Any, Callable, Iterator, List, Optional, Tuple
+
+from agent.driver_layout import LIB_DIRS, NVML_SONAME, OPERATOR_DRIVER_ROOT
+from agent.host.resolve import Resolver, read_fd
+from agent.nvml.process import LibraryChoice
+
+LD_SO_CACHE = "/etc/ld.so.cache"
+CACHE_CAP = 8 * 1024 * 1024  # a full distribution's cache is ~100 KiB
+MAX_CACHE_ENTRIES = 1 << 16
+OLD_MAGIC = b"ld.so-1.7.0"
+NEW_MAGIC = b"glibc-ld.so.cache1.1"
+NEW_HEADER = struct.Struct("<20sII")  # magic+version, nlibs, len_strings (then 24 bytes more)
+NEW_HEADER_SIZE = 48
+NEW_ENTRY = struct.Struct("<iIIIQ")  # flags, key, value, osversion, hwcap
+OLD_HEADER_SIZE, OLD_ENTRY_SIZE = 16, 12
+# dl-cache.h: FLAG_ELF_LIBC6 in the type bits (FLAG_TYPE_MASK 0x00ff); the architecture bits
+# (FLAG_REQUIRED_MASK 0xff00) of a 64-bit library: FLAG_X8664_LIB64, FLAG_AARCH64_LIB64.
+FLAG_TYPE_MASK, FLAG_REQUIRED_MASK, FLAG_ELF_LIBC6 = 0x00FF, 0xFF00, 0x0003
+ARCH_FLAGS = {"x86_64": 0x0300, "aarch64": 0x0A00}
+
+
+def _machine() -> str:
+    return platform.machine()
+
+
+def library_dirs(machine: Optional[str] = None) -> List[str]:
+    """LIB_DIRS less the other architecture's multiarch directory."""
+    arch = machine or _machine()
+    return [d for d in LIB_DIRS if not d.endswith("-linux-gnu") or d.endswith(f"/{arch}-linux-gnu")]
+
+
+def cache_entries(data: bytes, machine: Optional[str] = None) -> Iterator[Tuple[str, str]]:
+    """(soname, path) for each library of this machine's architecture in an ld.so.cache image.
+    Nothing for a file in no known format; an entry pointing outside the file is skipped."""
+    base = 0
+    if data.startswith(OLD_MAGIC) and len(data) >= OLD_HEADER_SIZE:
+        (old_count,) = struct.unpack_from("<I", data, 12)
+        if old_count > MAX_CACHE_ENTRIES:
+            return
+        base = (OLD_HEADER_SIZE + old_count * OLD_ENTRY_SIZE + 7) & ~7
+    if len(data) < base + NEW_HEADER_SIZE or data[base:base + len(NEW_MAGIC)] != NEW_MAGIC:
+        return
+    _magic, count, _strings = NEW_HEADER.unpack_from(data, base)
+    arch = ARCH_FLAGS.get(machine or _machine())
+    first = base + NEW_HEADER_SIZE
+    fits = (len(data) - first) // NEW_ENTRY.size
+    for i in range(min(count, fits, MAX_CACHE_ENTRIES)):
+        flags, key, value, _os, _hwcap = NEW_ENTRY.unpack_from(data, first + i * NEW_ENTRY.size)
+        if flags & FLAG_TYPE_MASK != FLAG_ELF_LIBC6 or flags & FLAG_REQUIRED_MASK != arch:
+            continue
+        name, path = _string(data, base + key), _string(data, base + value)
+        if name is not None and path is not None:
+            yield name, path
+
+
+def _string(data: bytes, offset: int) -> Optional[str]:
+    """The NUL-terminated string at ``offset``; None when it starts or ends outside the file."""
+    if offset >= len(data):
+        return None
+    end = data.find(b"\0", offset, offset + 4096)
+    if end < 0:
+        return None
+    return data[offset:end].decode("utf-8", "replace")
+
+
+def _regular(resolver: Resolver, path: str) -> Optional[str]:
+    """The canonical in-root path of ``path`` when it is a regular file, else None."""
+    try:
+        fd, canonical = resolver.open(path)
+    except OSError:
+        return None
+    try:
+        return canonical if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    finally:
+        os.close(fd)
+
+
+def _from_cache(resolver: Resolver) -> Optional[str]:
+    try:
+        fd, _ = resolver.open(LD_SO_CACHE)
+    except OSError:
+        return None
+    try:
+        data = read_fd(fd, LD_SO_CACHE, CACHE_CAP)
+    except OSError:  # a directory, a device, or past the cap: no cache
+        return None
+    finally:
+        os.close(fd)
+    for name, path in cache_entries(data):
+        if name == NVML_SONAME and path.startswith("/"):
+            found = _regular(resolver, path)
+            if found is not None:
+                return found
+    return None
+
+
+def find_nvml_library(root: str) -> Optional[str]:
+    """The real path on this machine of libnvidia-ml.so.1 under ``root``, or None."""
+    try:
+        real_root = os.path.realpath(root)
+        resolver = Resolver(Path(real_root))
+    except OSError:
+        return None
+    try:
+        found = None
+        for directory in library_dirs():
+            found = _regular(resolver, f"{directory}/{NVML_SONAME}")
+            if found is not None:
+                break
+        if found is None:
+            found = _from_cache(resolver)
+    finally:
+        resolver.close()
+    if found is None:
+        return None
+    return real_root.rstrip("/") + found
+
+
+def operator_driver_root(policy: Any) -> Optional[str]:
+    """The GPU Operator's driver root when the resolved policy says the operator installs the
+    driver on this allocation path (``driver.managed_by_operator`` and an ``operator-*``
+    path, as checks/driver/driver_branch.py decides), else None (the host's own driver)."""
+    whole = getattr(policy, "policy", None)
+    driver = getattr(whole, "driver", None)
+    if not getattr(driver, "managed_by_operator", False):
+        return None
+    if not str(getattr(policy, "path", "")).startswith("operator-"):
+        return None
+    operator = getattr(whole, "operator", None)
+    return str(getattr(operator, "driver_root", None) or OPERATOR_DRIVER_ROOT)
+
+
+def choose(root: str) -> LibraryChoice:
+    """What the NVML worker loads on a host whose driver is the operator's, under ``root``."""
+    if not root.startswith("/"):
+        return LibraryChoice(None, f"the GPU Operator driver root {root!r} is not absolute")
+    found = find_nvml_library(root)
+    if found is None:
+        searched = ", ".join(library_dirs()) + f" or {LD_SO_CACHE}"
+        return LibraryChoice(None, (
+            f"{NVML_SONAME} not found under the GPU Operator driver root {root} (searched "
+            f"{searched} there): the operator's driver container has not started yet"))
+    return LibraryChoice(found, f"{NVML_SONAME} under the GPU Operator driver root {root}")
+
+
+def nvml_library(
+    get_policy: Callable[[], Any],
+) -> Callable[[], Optional[LibraryChoice]]:
+    """The NVML client's ``library`` argument: asked before each snapshot (and each events
+    worker start), it reads the current policy and searches the operator's root anew, so a
+    driver that comes up (or is replaced) later is found; None = the host's own loader path."""
+
+    def current() -> Optional[LibraryChoice]:
+        root = operator_driver_root(get_policy())
+        return None if root is None else choose(root)
+
+    return current
