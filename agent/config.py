@@ -24,6 +24,7 @@ from agent.errors import ConfigError
 from agent.model import LATEST_POLICY_VERSION, PATHS
 from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
 from agent.safeio.yamlio import safe_load
+from checks.fabric.policy import ImexConfig
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_config"]
 
@@ -199,6 +200,7 @@ class Config(_Section):
     gpu: GpuConfig = GpuConfig()
     kube: KubeConfig = KubeConfig()
     nfd: NfdConfig = NfdConfig()
+    imex: ImexConfig = ImexConfig()  # checks/fabric/policy.py, docs/config.md
 
 
 def _describe(exc: ValidationError) -> str:

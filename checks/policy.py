@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.model import LATEST_POLICY_VERSION
 from agent.safeio.yamlio import safe_load
+from checks.fabric.policy import ImexPolicy
 from checks.gpu.policy import GpuPolicy
 from checks.operator.policy import OperatorPolicy
 from checks.xid.policy import XidPolicy, merge_xid_data
@@ -72,6 +73,8 @@ class Policy(_Strict):
     gpu: GpuPolicy = GpuPolicy()
     # GPU Operator-managed driver and toolkit (checks/operator/policy.py).
     operator: OperatorPolicy = OperatorPolicy()
+    # The IMEX report's gate (checks/fabric/policy.py).
+    imex: ImexPolicy = ImexPolicy()
 
 
 class ResolvedPolicy:

@@ -12,10 +12,17 @@ NVIDIA_PCI_VENDOR = "10de"
 SYSFS_ATTR_CAP = 4096  # a sysfs attribute is at most one page (Documentation/filesystems/sysfs.rst)
 
 
+# Nodes read from one /dev/nvidia* directory: IMEX channels go up to the driver's
+# NVreg_ImexChannelCount, 2048 by default (NVIDIA IMEX guide, "IMEX Channels").
+DEV_DIR_CAP = 4096
+
+
 def dev_nodes(root: str = "/") -> List[Dict[str, Any]]:
-    """NVIDIA character device nodes (/dev/nvidia*) with their major/minor numbers."""
+    """NVIDIA character device nodes (/dev/nvidia*) with their major/minor numbers, and those
+    one level down in /dev/nvidia* directories (/dev/nvidia-caps/nvidia-capN,
+    /dev/nvidia-caps-imex-channels/channelN)."""
     base = os.path.join(root, "dev")
-    nodes = []
+    nodes: List[Dict[str, Any]] = []
     try:
         names = sorted(n for n in os.listdir(base) if n.startswith("nvidia"))
     except OSError:
@@ -26,14 +33,29 @@ def dev_nodes(root: str = "/") -> List[Dict[str, Any]]:
         except OSError:
             continue
         if stat.S_ISCHR(st.st_mode):
-            nodes.append(
-                {
-                    "path": f"/dev/{name}",
-                    "major": os.major(st.st_rdev),
-                    "minor": os.minor(st.st_rdev),
-                }
-            )
+            nodes.append({"path": f"/dev/{name}", "major": os.major(st.st_rdev),
+                          "minor": os.minor(st.st_rdev)})
+        elif stat.S_ISDIR(st.st_mode) and not os.path.islink(os.path.join(base, name)):
+            # not through a link: under --host-root it could name a directory outside the tree
+            nodes += _dir_nodes(os.path.join(base, name), f"/dev/{name}")
     return nodes
+
+
+def _dir_nodes(directory: str, shown: str) -> List[Dict[str, Any]]:
+    try:
+        names = sorted(os.listdir(directory))[:DEV_DIR_CAP]
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            st = os.lstat(os.path.join(directory, name))
+        except OSError:
+            continue
+        if stat.S_ISCHR(st.st_mode):
+            found.append({"path": f"{shown}/{name}", "major": os.major(st.st_rdev),
+                          "minor": os.minor(st.st_rdev)})
+    return found
 
 
 def pci_devices_sysfs(root: str = "/") -> List[Dict[str, Any]]:
