@@ -15,6 +15,8 @@ FACT_SOURCES: Mapping[str, str] = {
     "adjtimex": "the kernel's clock discipline state (adjtimex(2), modes 0: read-only)",
     "node": "this host's Node from the Kubernetes API (labels, capacity, allocatable)",
     "runtimeclasses": "RuntimeClass objects from the Kubernetes API",
+    "resourceslices": "this node's ResourceSlices from the Kubernetes API (resource.k8s.io/v1, "
+    "listed with fieldSelector=spec.nodeName=<node>)",
     "sticky": "the agent's sticky-fault state (<state_dir>/sticky.json, keyed by boot id)",
 }
 
@@ -56,6 +58,14 @@ NVML_FIELDS: Mapping[str, Tuple[str, ...]] = {
         "Generation)",
     ),
     "gpu-nvlink": ("nvlink (nvmlDeviceGetNvLinkState per link)",),
+    "allocation-owner": (
+        "the GPU list and mig (nvmlDeviceGetCount, nvmlDeviceGetMigMode): an allocatable "
+        "nvidia.com/gpu above it is time-slicing",
+    ),
+    "gpu-capacity": (
+        "uuid and error per GPU (nvmlDeviceGetUUID; lost GPUs), mig (nvmlDeviceGetMigMode, "
+        "MIG device UUIDs when listed): what the kubelet may advertise",
+    ),
 }
 
 # Policy keys (dotted, under checks/policy_v<N>.yaml) each check decides with.
@@ -92,6 +102,7 @@ SETTING_KEYS: Mapping[str, Tuple[Tuple[str, str], ...]] = {
         ("containerd.handler", "docs/checks-container.md"),
     ),
     "cdi-spec-current": (("cdi.require_spec", "docs/checks-container.md"),),
+    "allocation-owner": (("gpu.device_plugin_config_files", "docs/config.md"),),
 }
 
 

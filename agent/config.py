@@ -127,6 +127,9 @@ class GpuConfig(_Section):
     maintenance_flag: str = "/run/gpu-node-agent/nvml-maintenance"
     # Fabric manager service probed on NVSwitch systems.
     fabric_manager_unit: str = Field(default="nvidia-fabricmanager", min_length=1)
+    # A standalone NVIDIA device plugin's config file(s) on this host (its --config-file), read
+    # for sharing.timeSlicing / sharing.mps (allocation-owner, gpu-capacity); none by default.
+    device_plugin_config_files: List[str] = []
 
 
 class NfdConfig(_Section):

@@ -52,7 +52,9 @@ RUNTIME_HANDLER_PATHS: Tuple[str, ...] = ("device-plugin", "operator-clusterpoli
 # to an older version keeps its gates across agent upgrades (docs/upgrading.md).
 LATEST_POLICY_VERSION = 2
 
-FACT_NAMES: Tuple[str, ...] = ("pci_devices", "dev_nodes", "adjtimex", "node", "sticky")
+FACT_NAMES: Tuple[str, ...] = (
+    "pci_devices", "dev_nodes", "adjtimex", "node", "sticky", "resourceslices",
+)
 
 
 # Why a check is `skip` (the JSON's `skip` field). Three kinds, so a skip never hides a

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent.model import LATEST_POLICY_VERSION
 from agent.safeio.yamlio import safe_load
 from checks.fabric.policy import ImexPolicy
+from checks.allocation.policy import SharingPolicy
 from checks.gpu.policy import GpuPolicy
 from checks.operator.policy import OperatorPolicy
 from checks.xid.policy import XidPolicy, merge_xid_data
@@ -73,6 +74,8 @@ class Policy(_Strict):
     gpu: GpuPolicy = GpuPolicy()
     # GPU Operator-managed driver and toolkit (checks/operator/policy.py).
     operator: OperatorPolicy = OperatorPolicy()
+    # GPU sharing strategies each allocation path allows (checks/allocation/policy.py).
+    sharing: SharingPolicy = SharingPolicy()
     # The IMEX report's gate (checks/fabric/policy.py).
     imex: ImexPolicy = ImexPolicy()
 

@@ -30,7 +30,13 @@ kubernetes-api/, says; listed in docs/kubernetes.md): GET of the node's own name
 Node exists (404 NotFound: the Node authorizer lets a node read its own name), SelfSubjectReview
 (`POST /apis/authentication.k8s.io/v1/selfsubjectreviews`, 201 with status.userInfo),
 Events (`POST /api/v1/namespaces/{ns}/events`, 201; the system:node ClusterRole may create
-events), the order of checks when one request breaks two rules.
+events), the order of checks when one request breaks two rules, and ResourceSlices: no real
+exchange for `GET /apis/resource.k8s.io/v1/resourceslices` was recorded. The double answers a
+ResourceSliceList (apiVersion resource.k8s.io/v1, metadata.resourceVersion, items) to a node
+only with `fieldSelector=spec.nodeName=<itself>`, and 403 otherwise, as the Node authorizer
+decides (kubernetes plugin/pkg/auth/authorizer/node/node_authorizer.go,
+authorizeResourceSlice: "can only list/watch/deletecollection resourceslices with nodeName
+field selector", appended to RBAC's denial as the recorded 403s of Nodes show).
 
 It keeps resourceVersion (a stale precondition is 409), logs and counts every request, and
 injects faults (status codes with Retry-After, an arbitrary 200 body, hangs, resets).
@@ -100,6 +106,7 @@ class KubeDouble:
         self.server_cert, self.server_key, _, _ = self.ca.issue("kube-apiserver", server=True)
         self.nodes: Dict[str, Dict[str, Any]] = {}
         self.runtimeclasses: Dict[str, Dict[str, Any]] = {}
+        self.resourceslices: List[Dict[str, Any]] = []
         self.events: List[Dict[str, Any]] = []
         self.tokens: Dict[str, str] = {}
         self.log: List[Dict[str, Any]] = []
@@ -152,6 +159,34 @@ class KubeDouble:
             "metadata": {"name": name, "resourceVersion": self._next_rv()},
             "handler": handler,
         }
+
+    def add_resourceslice(
+        self,
+        node: str,
+        uuids: List[str],
+        driver: str = "gpu.nvidia.com",
+        generation: int = 1,
+    ) -> Dict[str, Any]:
+        """A ResourceSlice as the DRA driver publishes one per node: devices named gpu-<i> with
+        the `uuid` attribute (k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/deviceinfo.go)."""
+        item = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{driver}-{len(self.resourceslices)}",
+                         "resourceVersion": self._next_rv()},
+            "spec": {
+                "driver": driver,
+                "nodeName": node,
+                "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+                "devices": [
+                    {"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"},
+                                                         "uuid": {"string": uuid}}}
+                    for i, uuid in enumerate(uuids)
+                ],
+            },
+        }
+        self.resourceslices.append(item)
+        return item
 
     def add_token(self, token: str, user: str) -> None:
         self.tokens[token] = user
@@ -291,6 +326,8 @@ class KubeDouble:
             return self._selfsubjectreview(method, user, groups)
         if parts[:3] == ["apis", "node.k8s.io", "v1"] and parts[3:4] == ["runtimeclasses"]:
             return self._runtimeclasses(method, parts[4:], user, me or user, admin)
+        if parts[:3] == ["apis", "resource.k8s.io", "v1"] and parts[3:4] == ["resourceslices"]:
+            return self._resourceslices(method, parts[4:], query, user, me, admin)
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) >= 5 and parts[4] == "events":
             return self._events(method, parts[3], parts[5:], user, admin or me is not None, body)
         if parts[:2] != ["api", "v1"] or len(parts) < 3:
@@ -546,6 +583,48 @@ class KubeDouble:
                 kind="runtimeclasses",
             )
         return 405, status_object(405, "MethodNotAllowed", "not implemented by the double", {})
+
+
+    def _resourceslices(
+        self,
+        method: str,
+        rest: List[str],
+        query: Dict[str, List[str]],
+        user: str,
+        me: Optional[str],
+        admin: bool,
+    ) -> Tuple[int, Any]:
+        # Not recorded (see the module docstring): the Node authorizer's rule for a node, RBAC's
+        # denial wording for the rest; the list filtered by the field selector as the server's
+        # spec.nodeName field selector does.
+        verb = ("list" if not rest else "get") if method == "GET" else _verb(method, rest)
+        denied = (
+            f'resourceslices.resource.k8s.io is forbidden: User "{user}" cannot {verb} resource '
+            '"resourceslices" in API group "resource.k8s.io" at the cluster scope'
+        )
+        selector = (query.get("fieldSelector") or [""])[0]
+        wanted = [r.split("=", 1)[1] for r in selector.split(",") if r.startswith("spec.nodeName=")]
+        if method != "GET" or rest:
+            if not admin:
+                return _forbidden(denied, group="resource.k8s.io", kind="resourceslices")
+            return 405, status_object(405, "MethodNotAllowed", "not implemented by the double", {})
+        if me is not None and me not in wanted:
+            return _forbidden(
+                f"{denied}: can only list/watch/deletecollection resourceslices with nodeName "
+                "field selector",
+                group="resource.k8s.io",
+                kind="resourceslices",
+            )
+        if me is None and not admin:
+            return _forbidden(denied, group="resource.k8s.io", kind="resourceslices")
+        items = [s for s in self.resourceslices
+                 if not wanted or s["spec"].get("nodeName") in wanted]
+        return 200, {
+            "kind": "ResourceSliceList",
+            "apiVersion": "resource.k8s.io/v1",
+            "metadata": {"resourceVersion": str(self._rv)},
+            "items": copy.deepcopy(items),
+        }
 
 
 def _verb(method: str, parts: List[str]) -> str:

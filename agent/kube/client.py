@@ -186,6 +186,16 @@ class KubeClient:
         answer = self.request("GET", path, timeout=timeout)
         return _expect(answer, "RuntimeClassList", f"GET {path}")
 
+    def list_resourceslices(self, node: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """This node's ResourceSlices (resource.k8s.io/v1, GA in Kubernetes 1.34). The Node
+        authorizer lets a node list them only with the field selector spec.nodeName=<itself>
+        (kubernetes plugin/pkg/auth/authorizer/node/node_authorizer.go,
+        authorizeResourceSlice); without it the answer is 403."""
+        path = "/apis/resource.k8s.io/v1/resourceslices"
+        params = {"fieldSelector": f"spec.nodeName={node}"}
+        answer = self.request("GET", path, params=params, timeout=timeout)
+        return _expect(answer, "ResourceSliceList", f"GET {path}")
+
     def self_subject_review(self) -> Dict[str, Any]:
         """Who the server takes these credentials for (authentication.k8s.io/v1
         SelfSubjectReview, GA in Kubernetes 1.28: `kubectl auth whoami`)."""

@@ -1,9 +1,13 @@
-"""API-backed host facts: `node` (this host's Node object) and `runtimeclasses` (the
-RuntimeClassList), so checks stay pure and read the API only through host.fact().
+"""API-backed host facts: `node` (this host's Node object), `runtimeclasses` (the
+RuntimeClassList) and `resourceslices` (this node's ResourceSlices), so checks stay pure and
+read the API only through host.fact().
 
 Shape (also what a bundle's host.json holds under the same keys):
   node:           the Node object as GET returns it, or {"error": "<why not>"}
   runtimeclasses: {"items": [RuntimeClass, ...]}, or {"error": "<why not>"}
+  resourceslices: {"node": "<name>", "items": [ResourceSlice, ...]} (this node's, listed with
+                  fieldSelector=spec.nodeName=<name>: all a node identity may list), or
+                  {"error": "<why not>"}
 None (absent) means not captured. An unreachable API (before `nodeadm init`, no
 credentials, API down) is an `error`, on which the cluster checks skip with that reason.
 Reads are cached for `ttl` seconds so `run` does not LIST RuntimeClasses every cycle.
@@ -21,7 +25,7 @@ from agent.kube.errors import ApiError, Unreachable
 from agent.kube.kubeconfig import KubeconfigError
 from agent.kube.session import KubeSession
 
-KUBE_FACTS = ("node", "runtimeclasses")
+KUBE_FACTS = ("node", "runtimeclasses", "resourceslices")
 DEFAULT_TTL_S = 600.0
 # A check has its own deadline (Check.timeout_s); the API read must finish well within it.
 FACT_TIMEOUT_S = 5.0
@@ -62,7 +66,7 @@ class KubeFacts:
             hit = self._cache.get(name)
             if hit is not None and 0 <= self.clock() - hit[0] < self.ttl:
                 return hit[1]
-            value = self._runtimeclasses()
+            value = self._resourceslices() if name == "resourceslices" else self._runtimeclasses()
             self._cache[name] = (self.clock(), value)
             return value
 
@@ -70,6 +74,16 @@ class KubeFacts:
         try:
             answer = self.session.client().list_runtimeclasses(timeout=FACT_TIMEOUT_S)
             return {"items": list(answer.get("items") or [])}
+        except (ApiError, Unreachable, KubeconfigError) as exc:
+            return {"error": str(exc)}
+
+    def _resourceslices(self) -> Dict[str, Any]:
+        node, why = self.session.node_name()
+        if node is None:
+            return {"error": why}
+        try:
+            answer = self.session.client().list_resourceslices(node, timeout=FACT_TIMEOUT_S)
+            return {"node": node, "items": list(answer.get("items") or [])}
         except (ApiError, Unreachable, KubeconfigError) as exc:
             return {"error": str(exc)}
 
@@ -96,5 +110,5 @@ class ApiFactsHost:
 
 def with_kube_facts(host: Any, api: KubeFacts) -> Any:
     """``host`` with the API facts ``api`` (the process's KubeFacts over its one session,
-    kept by agent/cli_kube.py) answering `node` and `runtimeclasses`."""
+    kept by agent/cli_kube.py) answering `node`, `runtimeclasses` and `resourceslices`."""
     return ApiFactsHost(host, api)

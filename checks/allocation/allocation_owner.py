@@ -10,7 +10,14 @@ plugins/gpu.nvidia.com/dra.sock.
 from typing import Any, Dict, List, Optional, Tuple
 
 from agent.safeio import jsonio
-from checks.allocation.cluster import MPS_SOURCE, mps_conflict
+from checks.allocation.cluster import (
+    EXCLUSIVE_PATHS,
+    MPS_SOURCE,
+    mps_conflict,
+)
+from checks.allocation.policy import SharingPolicy
+from checks.allocation.sharing import SOURCES as SHARING_SOURCES
+from checks.allocation.sharing import evidence
 from checks.base import (
     ALL_PATHS,
     DRA_PATHS,
@@ -159,11 +166,25 @@ def _run(host: HostView, policy: ResolvedPolicy) -> Outcome:
             code="wrong-owner",
             **details,
         )
-    # The cluster part (checks/allocation/cluster.py): MPS sharing blocks the exclusive
-    # device-plugin path; a Node that cannot be read leaves this to the host evidence.
-    mps = mps_conflict(host.fact("node"), policy.path)
-    if mps:
-        return failed(mps, code="mps-blocks-exclusive", **details)
+    # Sharing (checks/allocation/sharing.py): the host's sockets and plugin config, the Node's
+    # labels and allocatable; the `sharing` policy says which strategies this path allows
+    # (checks/allocation/policy.py). A Node that cannot be read leaves the host evidence.
+    node = host.fact("node")
+    shared = evidence(host, node, _config_files(policy))
+    if shared["found"] or shared["problems"]:
+        details["sharing"] = shared
+    allowed = sharing_policy(policy)
+    refused = [f for f in shared["found"] if not allowed.allows(policy.path, f["strategy"])]
+    if refused:
+        seen = "; ".join(dict.fromkeys(f["detail"] for f in refused))
+        kind = " and ".join(sorted({f["strategy"] for f in refused}))
+        exclusive = policy.path in EXCLUSIVE_PATHS
+        where = f"the exclusive {policy.path} path" if exclusive else f"the {policy.path} path"
+        code = "mps-blocks-exclusive" if kind == "mps" and exclusive else "sharing-not-allowed"
+        label_only = mps_conflict(node, policy.path) if code == "mps-blocks-exclusive" else None
+        summary = label_only if label_only and len(refused) == 1 else (
+            f"GPUs shared by {kind} ({seen}), which {where} does not allow")
+        return failed(summary, code=code, **details)
     if errors:
         return unknown(
             f"cannot tell whether GPUs are in use: {errors[0]}",
@@ -179,10 +200,25 @@ def _run(host: HostView, policy: ResolvedPolicy) -> Outcome:
         )
     owner = ", ".join(dp or dra) or "none registered yet"
     used = {True: "yes", False: "no", None: "unknown"}[usage["gpus_in_use"]]
+    kinds = sorted({f["strategy"] for f in shared["found"]})
+    note = f"; sharing: {' and '.join(kinds)} (allowed on this path)" if kinds else ""
     return passed(
-        f"one owner as the {policy.path} path expects ({owner}); GPUs in use: {used}",
+        f"one owner as the {policy.path} path expects ({owner}); GPUs in use: {used}{note}",
         **details,
     )
+
+
+def sharing_policy(policy: ResolvedPolicy) -> SharingPolicy:
+    """The `sharing` policy section (checks/allocation/policy.py); defaults without it."""
+    found = getattr(getattr(policy, "policy", None), "sharing", None)
+    return found if isinstance(found, SharingPolicy) else SharingPolicy()
+
+
+def _config_files(policy: ResolvedPolicy) -> List[str]:
+    """config gpu.device_plugin_config_files: where a standalone device plugin's config is."""
+    gpu = policy.setting("gpu") if hasattr(policy, "setting") else None
+    files = gpu.get("device_plugin_config_files") if isinstance(gpu, dict) else None
+    return [str(f) for f in files] if isinstance(files, list) else []
 
 
 ALLOCATION_OWNER = Check(
@@ -199,6 +235,8 @@ ALLOCATION_OWNER = Check(
     reads=(DRA_CHECKPOINT, DP_CHECKPOINT),
     presence=(DP_GLOB, KUBELET_SOCKET) + DRA_SOCKETS,
     facts=("node",),
+    # The GPU count, for an allocatable above it (time-slicing replicas).
+    uses_gpus=True,
     timeout_s=10.0,
     failures=(
         Failure(
@@ -219,11 +257,23 @@ ALLOCATION_OWNER = Check(
         ),
         Failure(
             "mps-blocks-exclusive", Status.FAIL,
-            "the Node is labelled for MPS sharing, which blocks the exclusive device-plugin "
-            "path",
+            "the GPUs are shared through MPS (the Node's nvidia.com/mps.capable or "
+            "sharing-strategy label, or the plugin's config), which blocks the exclusive "
+            "device-plugin path",
             "Remove the MPS sharing config from the device plugin for this node, or use a DRA "
             "path with MPS claims.",
             MPS_SOURCE,
+        ),
+        Failure(
+            "sharing-not-allowed", Status.FAIL,
+            "the GPUs are shared (time-slicing: a renamed .shared plugin socket, the "
+            "nvidia.com/gpu.replicas or sharing-strategy label, allocatable above the GPU "
+            "count, or the plugin's config) and the path's sharing policy does not allow it",
+            "Remove the sharing config (sharing.timeSlicing / sharing.mps) from the device "
+            "plugin's config for this node (the GPU Operator's devicePlugin.config, or the "
+            "nvidia.com/device-plugin.config label), or allow the strategy for this path in "
+            "the policy's `sharing.allowed`.",
+            SHARING_SOURCES,
         ),
         Failure(
             "checkpoint-unreadable", Status.UNKNOWN,

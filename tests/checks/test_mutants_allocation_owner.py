@@ -223,7 +223,11 @@ def test_mps_capable_node_fails_the_device_plugin_path(tmp_path):
         Status.FAIL,
         "the Node has nvidia.com/mps.capable=true (GPUs shared through MPS), which blocks the "
         "exclusive device-plugin path",
-        details("device-plugin", "device-plugin", [DP_GPU]),
+        {**details("device-plugin", "device-plugin", [DP_GPU]),
+         # the evidence checks/allocation/sharing.py found: the label, as the Node has it
+         "sharing": {"found": [{"strategy": "mps", "source": "labels",
+                                "detail": "nvidia.com/mps.capable=true"}],
+                     "replicas": 1, "problems": []}},
         code="mps-blocks-exclusive",
     )
     # The outcome leaves the fix to the declared failure (the engine puts it in the result).
