@@ -10,9 +10,11 @@ Sources (containerd/containerd, cmd/containerd/server/config/config.go, read 202
   drop-in that sets one CRI key drops every CRI setting made before it. Verified against
   Debian's containerd 1.6.20 and trixie's 1.7.24 ``config dump`` in tests/integration.
 - 2.x (``Plugins map[string]interface{}``): plugin tables are merged key by key (deep merge;
-  lists replaced). A drop-in may not have a higher ``version`` than the root file; a lower one
-  is migrated to the root's version before the merge. containerd's own test
-  TestMergingPluginsWithTwoCriRuntimeDropInConfigs publishes the expected result.
+  lists replaced); a file's non-zero ``version`` overrides the one merged so far, a version
+  0/1 file is migrated to it first; the merged config is then migrated to version 3
+  (checks/containerd/migrate.py). containerd's own test
+  TestMergingPluginsWithTwoCriRuntimeDropInConfigs publishes the expected merge; Debian
+  forky's containerd 2.1.9 ``config dump`` is the oracle in tests/integration.
 - Layouts: version 2 keeps runtimes under ``plugins."io.containerd.grpc.v1.cri".containerd``;
   version 3 (containerd 2.x) under ``plugins."io.containerd.cri.v1.runtime".containerd``;
   version 1 (or none) in 1.x under ``plugins.cri``.
@@ -26,18 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from checks.base import HostView
+from checks.containerd.migrate import CRI_V1, CRI_V2, CRI_V3_RUNTIME, migrate_to_v3
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised by the 3.9 unit run
     import tomli as tomllib
 
-CRI_V1 = "cri"
-CRI_V2 = "io.containerd.grpc.v1.cri"
-CRI_V3_RUNTIME = "io.containerd.cri.v1.runtime"
-# Keys of the version-2 CRI table that containerd 2.x moves to the v3 runtime plugin
-# (pkg/cri/config migration); the only ones these checks read.
-_RUNTIME_KEYS = ("containerd", "enable_cdi", "cdi_spec_dirs")
 MAX_FILES = 64  # a loop of globbed imports must not run forever on a hostile tree
 # Where drop-ins live on the hosts we support (nodeadm: config.d, nvidia-ctk >= 1.18.1
 # and Canonical Kubernetes: conf.d); scanned to explain a handler that is defined but not
@@ -144,21 +141,6 @@ def deep_merge(dst: Dict[str, Any], src: Dict[str, Any]) -> None:
             dst[key] = copy.deepcopy(value)
 
 
-def migrate_to_v3(data: Dict[str, Any]) -> None:
-    """The part of containerd 2.x's v2 -> v3 migration these checks depend on."""
-    plugins = data.get("plugins")
-    if not isinstance(plugins, dict):
-        return
-    old = plugins.get(CRI_V2, plugins.get(CRI_V1))
-    if isinstance(old, dict):
-        moved = {k: old.pop(k) for k in _RUNTIME_KEYS if k in old}
-        target = plugins.get(CRI_V3_RUNTIME)
-        if not isinstance(target, dict):
-            target = plugins[CRI_V3_RUNTIME] = {}
-        deep_merge(target, moved)
-    data["version"] = 3
-
-
 @dataclass
 class Effective:
     """The merged configuration and how it came to be."""
@@ -190,7 +172,6 @@ def load_effective(host: HostView, root_path: str, major: int) -> Effective:
     eff = Effective(major=major)
     pending = [root_path]
     seen: Set[str] = set()
-    root_version = 0
     while pending and len(seen) < MAX_FILES:
         path = pending.pop(0)
         if path in seen:
@@ -210,21 +191,29 @@ def load_effective(host: HostView, root_path: str, major: int) -> Effective:
         eff.files[path] = copy.deepcopy(data)
         version = config_version(data)
         if major >= 2:
-            root_version = root_version or version
-            if version > root_version:
-                eff.errors.append(
-                    f"{path}: drop-in config version {version} higher than root config "
-                    f"version {root_version} (containerd will not start)"
-                )
-                break
-            if eff.version >= 3 and version < 3:
-                migrate_to_v3(data)
+            # containerd 2.x: a version 0/1 file is migrated to the version merged so far;
+            # any other is merged as written, and its `version` overrides (mergo
+            # WithOverride), so a version-3 drop-in under a version-2 root makes the whole
+            # config version 3 and the root's version-2 CRI table is then ignored. Held
+            # against 2.1's `config dump` in tests/integration/test_containerd_21.py.
+            if version < 2 and eff.version >= 2:
+                plugins = data.get("plugins")
+                if isinstance(plugins, dict) and CRI_V1 in plugins:
+                    plugins[CRI_V2] = plugins.pop(CRI_V1)
+                data["version"] = 2
+                if eff.version >= 3:
+                    migrate_to_v3(data)
             deep_merge(eff.merged, data)
         else:
             _merge_1x(eff.merged, data, eff.plugin_owner, path)
         eff.version = config_version(eff.merged)
         eff.loaded.append(path)
         pending.extend(resolve_imports(host, path, data.get("imports")))
+    if major >= 2 and eff.loaded and not eff.errors and eff.version < 3:
+        # containerd 2.x migrates the merged config to version 3 when it loads it (and so
+        # does its `config dump`): a version-2 root is read as version 3.
+        migrate_to_v3(eff.merged)
+        eff.version = 3
     return eff
 
 

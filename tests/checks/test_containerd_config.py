@@ -45,7 +45,10 @@ def merge_test_tree(tmp_path):
 def test_2x_deep_merge_equals_containerds_published_result(tmp_path):
     eff = load_effective(merge_test_tree(tmp_path), "/etc/containerd/config.toml", 2)
     expected = tomllib.loads((UPSTREAM / "containerd2-merge-test.expected-merged-cri-plugin.toml").read_text())
-    assert eff.merged["plugins"][CRI_V2] == expected
+    # containerd 2.x then reads the merged version-2 config as version 3: the merged CRI
+    # runtime settings are found in the version-3 runtime plugin (plugins/cri/runtime/plugin.go).
+    assert eff.version == 3
+    assert eff.merged["plugins"][CRI_V3_RUNTIME] == expected
 
 
 def test_1x_keeps_only_the_last_files_cri_table(tmp_path):

@@ -147,15 +147,25 @@ def test_unknown_version_merge_errors_are_carried(tmp_path):
 
 def test_config_dump_decides_when_containerd_answers(tmp_path):
     write(tmp_path, ROOT, "version = 2\n")
-    dumped = (f'version = 3\nimports = ["/etc/containerd/conf.d/99-nvidia.toml", 5]\n'
+    dumped = (f'version = 3\nimports = ["/etc/containerd/conf.d/*.toml", 5]\n'
               f'[plugins."{V3}"]\nenable_cdi = true\n')
     answers = {**version_answer("2.1.4"), DUMP: ok(DUMP, dumped)}
     h = host(tmp_path, answers)
     ctx = resolve(h, pol())
-    assert views(ctx) == [(2, 3, {"enable_cdi": True}, "containerd config dump",
-                           ["/etc/containerd/conf.d/99-nvidia.toml"], [])]
+    # 2.x dumps the root's import patterns, not the files: the files are our walk's
+    assert views(ctx) == [(2, 3, {"enable_cdi": True}, "containerd config dump", [ROOT], [])]
     assert (ctx.handler, ctx.config_path, ctx.nodeadm, ctx.host) == ("nvidia", ROOT, False, h)
     assert ctx.installed == Installed((2, 1, 4), "containerd --version", "containerd")
+
+
+def test_config_dump_of_1x_names_the_files_it_loaded(tmp_path):
+    write(tmp_path, ROOT, "version = 2\n")
+    dumped = (f'version = 2\nimports = ["/etc/containerd/conf.d/99-nvidia.toml", 5]\n'
+              f'[plugins."{V2}"]\nenable_cdi = true\n')
+    h = host(tmp_path, {**version_answer("1.7.24"), DUMP: ok(DUMP, dumped)})
+    ctx = resolve(h, pol())
+    assert views(ctx) == [(1, 2, {"enable_cdi": True}, "containerd config dump",
+                           ["/etc/containerd/conf.d/99-nvidia.toml"], [])]
     assert ctx.views[0].own is not None and ctx.views[0].own.loaded == [ROOT]
 
 
@@ -178,7 +188,8 @@ def test_config_dump_refusal_is_an_error_of_the_view(tmp_path):
     assert ctx.installed == Installed((2, 1, 4), "containerd --version", "containerd")
     problem = ("`containerd --config /etc/containerd/config.toml config dump` exited 1: "
                "containerd: failed to load TOML: invalid key")
-    assert views(ctx) == [(2, 2, {}, "containerd config dump", [],
+    # containerd 2.x reads a version-2 root as version 3 (it migrates it when it loads it)
+    assert views(ctx) == [(2, 3, {}, "containerd config dump", [],
                            [f"containerd rejects its config: {problem}"])]
     # our own merge stays with the view, for the checks' explanations
     assert ctx.views[0].own is not None and ctx.views[0].own.loaded == [ROOT]
