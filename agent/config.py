@@ -112,12 +112,34 @@ class KubeConfig(_Section):
         return prefix
 
 
+# A MIG profile as `nvidia-smi mig -lgip` names it, without "MIG " (NVIDIA Multi-Instance GPU
+# User Guide, "Supported MIG Profiles": 1g.10gb, 3g.40gb, 1g.10gb+me, 1g.24gb+gfx, 1g.24gb-me).
+MIG_PROFILE = re.compile(r"^[1-8]g\.[0-9]{1,4}gb([+-][a-z]+(\.[a-z]+)?)*$")
+
+
+def mig_geometry_problem(geometry: Dict[str, List[str]]) -> Optional[str]:
+    for key, profiles in geometry.items():
+        if not key.strip():
+            return "a key is empty: name a GPU index (\"0\") or a product name"
+        if not profiles:
+            return f"{key!r} lists no profile: leave the GPU out to not check it"
+        for profile in profiles:
+            if not MIG_PROFILE.match(profile):
+                return (f"{key!r}: {profile[:40]!r} is not a MIG profile name (like 1g.10gb or "
+                        "3g.40gb, as nvidia-smi mig -lgip prints it without \"MIG \")")
+    return None
+
+
 class GpuConfig(_Section):
     """NVML worker deadlines and GPU expectations (docs/gpu-snapshot.md, docs/runbook-nvml.md)."""
 
     # MIG strategy, as the GPU Operator / device plugin name it (none | single | mixed);
     # none = MIG must be disabled on every GPU.
     mig_strategy: Literal["none", "single", "mixed"] = "none"
+    # Expected MIG geometry (mig-geometry, policy version 2): the GPU instance profiles of a
+    # GPU, keyed by NVML index ("0") or product name ("NVIDIA H100 80GB HBM3"); an index key
+    # beats a product key. Empty = not checked (docs/config.md).
+    mig_geometry: Dict[str, List[str]] = {}
     # Every NVML request after the first; the first includes nvmlInit, which without
     # persistence mode can take seconds per GPU. The nvml-responsive check itself has a
     # 90 s engine timeout, so the first deadline stays below it.
@@ -130,6 +152,21 @@ class GpuConfig(_Section):
     # A standalone NVIDIA device plugin's config file(s) on this host (its --config-file), read
     # for sharing.timeSlicing / sharing.mps (allocation-owner, gpu-capacity); none by default.
     device_plugin_config_files: List[str] = []
+
+    @field_validator("mig_geometry", mode="before")
+    @classmethod
+    def _mig_geometry_index_keys(cls, geometry: Any) -> Any:
+        # YAML reads an unquoted `0:` as an integer: an NVML index is meant.
+        if isinstance(geometry, dict):
+            return {str(k) if isinstance(k, int) and not isinstance(k, bool) else k: v
+                    for k, v in geometry.items()}
+        return geometry
+
+    @field_validator("mig_geometry")
+    @classmethod
+    def _mig_geometry(cls, geometry: Dict[str, List[str]]) -> Dict[str, List[str]]:
+        _refuse(mig_geometry_problem(geometry))
+        return geometry
 
 
 class NfdConfig(_Section):

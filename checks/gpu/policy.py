@@ -7,6 +7,8 @@ from typing import List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent.model import PATHS
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -45,9 +47,19 @@ class FabricPolicy(_Strict):
     nvswitch_pci_classes: List[str] = ["0680"]
 
 
+class MigPolicy(_Strict):
+    # A GPU with MIG on and no MIG device offers nothing to allocate. "ignore" keeps policy
+    # version 1's verdict; version 2 fails it (policy_v2.yaml).
+    no_instances: Literal["ignore", "fail"] = "ignore"
+    # The paths whose allocator reads gpu.mig_strategy (the device plugin's MIG strategy).
+    # Version 1 compares it on every path; version 2 only where a device plugin allocates.
+    strategy_paths: List[str] = list(PATHS)
+
+
 class GpuPolicy(_Strict):
     ecc: EccPolicy = EccPolicy()
     row_remap: RemapPolicy = RemapPolicy()
     thermal: ThermalPolicy = ThermalPolicy()
     pcie: PciePolicy = PciePolicy()
     fabric: FabricPolicy = FabricPolicy()
+    mig: MigPolicy = MigPolicy()
