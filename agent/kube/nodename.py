@@ -17,31 +17,22 @@ there is reported, not passed over for a lower-priority guess.
 """
 
 import re
-import shlex
 from typing import Any, Iterable, List, Optional, Tuple
 
 from agent.kube.keymaterial import client_cert_cn
-from agent.safeio.yamlio import YamlError, safe_load_all
+from agent.safeio.nodeadm import (
+    KUBELET_ARGS_FILES,
+    NODEADM_CONFIGS,
+    args_words,
+    hybrid_node_name,
+    read_sources,
+)
 
-# nodeadm reads its NodeConfig from `nodeadm init --config-source file://<file or dir>`;
-# a directory's documents merge in file-name order (so the last nodeName wins). The first
-# entry is where this project's Ansible role keeps it (gpu_node_agent_nodeadm_config_source);
-# the others are common choices. Configurable: kube.nodeadm_config_paths.
-NODEADM_CONFIGS = (
-    "/etc/eks/nodeadm.d",
-    "/etc/eks/nodeadm/nodeConfig.yaml",
-    "/etc/eks/nodeadm/config.yaml",
-    "/etc/nodeadm/nodeConfig.yaml",
-)
-# Where kubelet flags live: nodeadm's environment file, kubeadm's flags file, distro
-# defaults files, Canonical Kubernetes' args file (docs/kubernetes.md).
-KUBELET_ARGS_FILES = (
-    "/etc/eks/kubelet/environment",
-    "/var/lib/kubelet/kubeadm-flags.env",
-    "/etc/default/kubelet",
-    "/etc/sysconfig/kubelet",
-    "/var/snap/k8s/common/args/kubelet",
-)
+# NODEADM_CONFIGS (kube.nodeadm_config_paths overrides) and KUBELET_ARGS_FILES, and how nodeadm
+# reads a source (a file, a directory merged in file-name order, MIME multi-part user data):
+# agent/safeio/nodeadm.py, which the registration-labels check reads them through too.
+__all__ = ["KUBELET_ARGS_FILES", "KUBELET_CLIENT_CERTS", "NODEADM_CONFIGS", "candidates_read",
+           "hostname_override", "node_identity", "node_name_problem", "resolve_node_name"]
 KUBELET_CLIENT_CERTS = (
     "/var/lib/kubelet/pki/kubelet-client-current.pem",
     "/var/snap/k8s/common/var/lib/kubelet/pki/kubelet-client-current.pem",
@@ -64,40 +55,13 @@ def node_name_problem(name: str) -> Optional[str]:
     return None
 
 
-def _nodeadm_name(text: str) -> Optional[str]:
-    """spec.hybrid.nodeName from a NodeConfig (a YAML document, or a multi-doc / MIME file
-    where the NodeConfig is one YAML document among others)."""
-    try:
-        docs = list(safe_load_all(text))  # bounded: depth, alias expansion, integers
-    except YamlError:
-        return None
-    for doc in docs:
-        if isinstance(doc, dict) and doc.get("kind") == "NodeConfig":
-            spec = doc.get("spec")
-            hybrid = (spec.get("hybrid") if isinstance(spec, dict) else None) or {}
-            name = hybrid.get("nodeName") if isinstance(hybrid, dict) else None
-            # nodeName is a string in NodeConfig; a list or mapping there names no node.
-            if isinstance(name, str) and name.strip():
-                return name.strip()
-    return None
-
-
 def hostname_override(text: str) -> Optional[str]:
     """The last --hostname-override in an args/env file (the kubelet honours the last)."""
     found = None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            words = shlex.split(line, comments=True)
-        except ValueError:
-            words = line.split()
-        # KEY="--a --hostname-override=x" (an env file) and one flag per line (the snap's
-        # args file) both become plain words here.
-        joined = " ".join(words)
-        for m in _OVERRIDE.finditer(joined):
-            found = m.group(1).strip("\"'")
+    # KEY="--a --hostname-override=x" (an env file) and one flag per line (the snap's args
+    # file) both become plain words (agent/safeio/nodeadm.py args_words).
+    for m in _OVERRIDE.finditer(" ".join(args_words(text))):
+        found = m.group(1).strip("\"'")
     return found or None
 
 
@@ -129,14 +93,14 @@ def resolve_node_name(
     """(name, where it came from); (None, why) when nothing names the node."""
     if configured:
         return configured, "config kube.node_name"
-    for path in nodeadm_paths:
-        entries = sorted(host.listdir(path))
-        files = [f"{path.rstrip('/')}/{e}" for e in entries] if entries else [path]
+    for source in read_sources(host, nodeadm_paths):
+        # Documents merge in file-name order (later nodeName overrides earlier: nodeadm's
+        # mergo.WithOverride), so the last one that names the node decides.
         found = None
-        for file in files:
-            text = host.read_text_or_none(file)
-            name = _nodeadm_name(text) if text else None
-            found = (name, file) if name else found
+        for file in source.files:
+            for doc in file.configs:
+                name = hybrid_node_name(doc)
+                found = (name, file.path) if name else found
         if found:
             return _checked(found[0], f"nodeadm NodeConfig spec.hybrid.nodeName ({found[1]})")
     for path in args_files:
