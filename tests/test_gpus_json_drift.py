@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import BUNDLES
 from tests.fixtures.families.gpu import CHECK_CASES, MALFORMED, snapshot
+from tests.fixtures.families.mig import MIG_CASES, MIG_MALFORMED
 from tests.nvml_sim import simlib
 
 pytestmark = pytest.mark.integration
@@ -45,6 +46,8 @@ WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
     "gpu-ecc-sticky": ("healthy-8xh100.json", True, None),
     # One bundle per GPU-check failure code no scenario above produces (families/gpu.py).
     **{name: (scenario, True, None) for name, scenario, _ in CHECK_CASES},
+    # The MIG bundles (families/mig.py), each from its mig-*.json scenario.
+    **{name: (scenario, True, None) for name, scenario, _, _ in MIG_CASES},
     "gpu-count-pci-unavailable": ("healthy-8xh100.json", True, None),
     "gpu-count-count-not-expected": ("healthy-8xh100.json", True, None),
     "fabric-manager-service-state-unknown": ("healthy-8xh100.json", True, None),
@@ -52,6 +55,8 @@ WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
 # The worker's healthy snapshot with one value set to a wrong type after it wrote it
 # (families/gpu.py MALFORMED): the rest must still be the worker's.
 EDITED = {name: (where, value) for name, where, value in MALFORMED}
+# The same for the 7 x 1g.10gb MIG snapshot (gpu-mig-enabled's).
+EDITED_MIG = {name: (where, value) for name, where, value, _ in MIG_MALFORMED}
 DERIVED = {"full-device-plugin-path": "gpu-h100-snapshot-only", "full-healthy-dra": "gpu-h100-snapshot-only",
            "demo-ready": "gpu-h100-snapshot-only", "demo-kubelet-too-old": "gpu-h100-snapshot-only"}
 # Bundles whose snapshot is hand-written, not the worker's: xid-* (families/xid.py) and
@@ -91,9 +96,10 @@ def _first_difference(a: Any, b: Any, where: str = "") -> Optional[str]:
 def test_every_committed_gpus_json_is_covered_by_this_drift_check():
     on_disk = sorted(p.parent.name for p in BUNDLES.glob("*/gpus.json"))
     uncovered = [n for n in on_disk if n not in WORKER_BUNDLES and n not in DERIVED
-                 and n not in EDITED and not n.startswith(HAND_WRITTEN_PREFIX)]
+                 and n not in EDITED and n not in EDITED_MIG
+                 and not n.startswith(HAND_WRITTEN_PREFIX)]
     assert uncovered == []
-    assert sorted(set(WORKER_BUNDLES) | set(DERIVED) | set(EDITED)) == sorted(
+    assert sorted(set(WORKER_BUNDLES) | set(DERIVED) | set(EDITED) | set(EDITED_MIG)) == sorted(
         n for n in on_disk if not n.startswith(HAND_WRITTEN_PREFIX))
 
 
@@ -118,10 +124,11 @@ def test_composed_bundles_carry_the_healthy_snapshot(bundle):
     assert _first_difference(derived, rewritten) is None
 
 
-@pytest.mark.parametrize("bundle", sorted(EDITED))
+@pytest.mark.parametrize("bundle", sorted(EDITED) + sorted(EDITED_MIG))
 def test_edited_bundles_differ_from_the_healthy_snapshot_in_their_one_value(bundle):
-    where, value = EDITED[bundle]
-    healthy = json.loads((BUNDLES / "gpu-h100-snapshot-only" / "gpus.json").read_text())
+    where, value = EDITED[bundle] if bundle in EDITED else EDITED_MIG[bundle]
+    source = "gpu-h100-snapshot-only" if bundle in EDITED else "gpu-mig-enabled"
+    healthy = json.loads((BUNDLES / source / "gpus.json").read_text())
     edited = json.loads((BUNDLES / bundle / "gpus.json").read_text())
     node: Any = edited
     for key in where[:-1]:

@@ -55,8 +55,18 @@ USED_CONSTANTS = (
     "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", "NVML_VOLATILE_ECC", "NVML_AGGREGATE_ECC",
     "NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED",
     "NVML_FEATURE_ENABLED", "NVML_DEVICE_MIG_ENABLE", "NVML_DEVICE_MIG_DISABLE",
-    "NVML_SUCCESS", "NVML_ERROR_INVALID_ARGUMENT",
+    "NVML_SUCCESS", "NVML_ERROR_INVALID_ARGUMENT", "NVML_ERROR_NOT_SUPPORTED",
+    "NVML_ERROR_NOT_FOUND", "NVML_GPU_INSTANCE_PROFILE_COUNT",
 )
+# The simulated H100's GPU instance profiles (tests/nvml_sim/scenarios/mig-*.json) -> the nvml.h
+# NVML_GPU_INSTANCE_PROFILE_<suffix> each one's index must be: slices from the name, REV1 =
+# "+me" (media extensions) and REV2 = the 1-slice profile with twice the memory, as
+# NVIDIA/go-nvlib pkg/nvlib/device/mig_profile.go (NewMigProfile) maps them.
+MIG_PROFILE_MACROS = {
+    "MIG 1g.10gb": "1_SLICE", "MIG 1g.10gb+me": "1_SLICE_REV1", "MIG 1g.20gb": "1_SLICE_REV2",
+    "MIG 2g.20gb": "2_SLICE", "MIG 3g.40gb": "3_SLICE", "MIG 4g.40gb": "4_SLICE",
+    "MIG 7g.80gb": "7_SLICE",
+}
 # Field ids for the counters the snapshot carries (ECC totals, row remapping).
 FIELD_IDS = (
     "NVML_FI_DEV_ECC_CURRENT", "NVML_FI_DEV_ECC_PENDING", "NVML_FI_DEV_ECC_SBE_VOL_TOTAL",
@@ -162,3 +172,12 @@ def test_pynvml_constant_matches_nvml_h(name):
 
 def test_xid_event_type_matches_nvml_h():
     assert pynvml.nvmlEventTypeXidCriticalError == HEADER["nvmlEventTypeXidCriticalError"] == 0x8
+
+
+@pytest.mark.parametrize("scenario", ["mig-enabled.json", "mig-no-instances.json",
+                                      "mig-mixed.json"])
+def test_simulated_mig_profiles_sit_at_the_nvml_h_profile_index(scenario):
+    profiles = simlib.resolve(scenario)["defaults"]["mig_profiles"]
+    assert {p["name"]: p["index"] for p in profiles} == {
+        name: HEADER[f"NVML_GPU_INSTANCE_PROFILE_{suffix}"]
+        for name, suffix in MIG_PROFILE_MACROS.items()}

@@ -140,10 +140,15 @@ def test_only_documented_fields_are_required():
 
 
 def test_the_worker_bundles_are_typed_records():
-    # The healthy snapshot, checked against the records' annotations one level down.
-    snap = json.loads((BUNDLES / "gpu-h100-snapshot-only" / "gpus.json").read_text())
-    for gpu in snap["gpus"]:
-        for key, hint in typing.get_type_hints(GpuRecord).items():
-            inner = _inner(hint)
-            if inner is not None and gpu.get(key) is not None:
-                assert set(gpu[key]) == _record_keys(inner), key
+    # The healthy snapshot and the MIG one, checked against the records' annotations one level
+    # down: every required key, and no key the record lacks (mig.devices is optional: absent
+    # when MIG is off, docs/gpu-snapshot.md).
+    for name in ("gpu-h100-snapshot-only", "gpu-mig-enabled"):
+        snap = json.loads((BUNDLES / name / "gpus.json").read_text())
+        for gpu in snap["gpus"]:
+            for key, hint in typing.get_type_hints(GpuRecord).items():
+                inner = _inner(hint)
+                if inner is not None and gpu.get(key) is not None:
+                    assert set(inner.__required_keys__) <= set(gpu[key]), (name, key)
+                    assert set(gpu[key]) <= _record_keys(inner), (name, key)
+            assert "devices" in gpu["mig"] if name == "gpu-mig-enabled" else "devices" not in gpu["mig"]
