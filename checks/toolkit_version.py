@@ -118,7 +118,9 @@ def _toolkit_version(host: HostView, policy: ResolvedPolicy) -> Outcome:
             code="toolkit-too-old",
             **details,
         )
-    return passed(f"NVIDIA Container Toolkit {version_str(version)} ({need})", **details)
+    where = f" in {policy.policy.operator.toolkit_root}" if operator else ""
+    owner = "GPU Operator toolkit" if operator else "NVIDIA Container Toolkit"
+    return passed(f"{owner} {version_str(version)}{where} ({need})", **details)
 
 
 TOOLKIT_VERSION = Check(
