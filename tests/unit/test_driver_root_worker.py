@@ -120,3 +120,14 @@ def test_the_event_stream_says_why_and_starts_no_worker():
     assert stream.stats["starts"] == 0 and stream.pid is None
     assert seen[0]["event"] == "error" and seen[0]["kind"] == "library_not_found"
     assert "/run/nvidia/driver" in seen[0]["message"]
+
+
+def test_a_library_that_would_not_load_is_a_failure_naming_the_path():
+    path = "/run/nvidia/driver/usr/lib64/libnvidia-ml.so.1"
+    snap = {"schema_version": 1, "source": "nvml", "captured_at": "2026-01-01T00:00:00Z",
+            "gpus": [], "error": {"kind": "library_load_failed", "nvml_code": None,
+                                  "message": f"cannot load NVML library {path}: invalid ELF"}}
+    host = types.SimpleNamespace(gpus=lambda: snap)
+    outcome = NVML_RESPONSIVE.run(host, ResolvedPolicy(load_policy(1), "operator-clusterpolicy"))
+    assert outcome.status.value == "fail" and outcome.code == "nvml-failed"
+    assert path in outcome.summary
