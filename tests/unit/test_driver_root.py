@@ -227,3 +227,17 @@ def test_the_operator_root_only_when_the_operator_owns_the_driver_on_an_operator
     assert operator_driver_root(resolved(False, "operator-clusterpolicy")) is None
     assert operator_driver_root(resolved(True, "device-plugin")) is None
     assert operator_driver_root(resolved(True, "dra")) is None
+
+
+def test_runs_library_follows_the_policy_in_force(tmp_path):
+    """`run` hands the client a callable over the current generation's policy: a reload that
+    makes the operator own the driver moves NVML to its root, and back."""
+    from agent.cli_common import nvml_library_for
+
+    put(tmp_path / "driver", "/usr/lib64/" + SONAME)
+    current = [resolved(False, "operator-clusterpolicy", str(tmp_path / "driver"))]
+    library = nvml_library_for(lambda: current[0])
+    assert library() is None  # the host's own loader path
+    current[0] = resolved(True, "operator-clusterpolicy", str(tmp_path / "driver"))
+    assert library().path == str(tmp_path / "driver/usr/lib64" / SONAME)
+    assert nvml_library_for(resolved(False, "operator-clusterpolicy")) is None  # check, collect
