@@ -8,16 +8,22 @@ letting pynvml dlopen the soname from the host's loader path. LD_LIBRARY_PATH is
 at the root: the loader would then also take that root's libc and every other library the
 agent's interpreter needs from it.
 
-Layouts searched, in this order (agent/driver_layout.py LIB_DIRS):
-- the Debian/Ubuntu multiarch directory /usr/lib/<machine>-linux-gnu, where the GPU Operator's
-  Ubuntu-based driver container images (NVIDIA/gpu-driver-container, ubuntu22.04/ubuntu24.04
-  Dockerfiles, which install the driver with the .run installer's
-  --x-prefix/--opengl-prefix defaults) and the Ubuntu driver packages put it;
-- /usr/lib64, where the RHEL/Rocky-based images (NVIDIA/gpu-driver-container rhel8/rhel9) and
-  the RHEL driver packages put it (Filesystem Hierarchy Standard 3.0, 4.7 "/usr/lib<qual>");
+The root: NVIDIA/gpu-driver-container, ubuntu22.04/nvidia-driver `_mount_rootfs` bind-mounts
+the driver container's / at /run/nvidia/driver (RUN_DIR=/run/nvidia), and the same script
+runs `chroot /run/nvidia/driver modprobe ...`: the root is meant to be read as a chroot. Its
+user-space libraries are installed by nvidia-installer (--no-kernel-module) into the image's
+distribution library directory. Layouts searched, in this order (agent/driver_layout.py
+LIB_DIRS), the ones NVIDIA's container toolkit also searches in a driver root
+(NVIDIA/nvidia-container-toolkit internal/lookup/root: the root's ld.so.cache, else
+/usr/lib64 and /usr/lib/<arch>-linux-gnu):
+- /usr/lib/<machine>-linux-gnu, the Debian/Ubuntu multiarch directory, of the Ubuntu-based
+  images (ubuntu22.04, ubuntu24.04; that script starts nvidia-gridd from
+  /usr/lib/$DRIVER_ARCH-linux-gnu/nvidia/gridd);
+- /usr/lib64, of the RHEL-based images (rhel8, rhel9; Filesystem Hierarchy Standard 3.0, 4.7
+  "/usr/lib<qual>");
 - /usr/lib;
 - then the root's own /etc/ld.so.cache, which names the file for any other directory the
-  image's ld.so.conf lists (glibc's own lookup order consults the cache; ld.so(8)).
+  image's ld.so.conf lists (ld.so(8): the loader consults the cache).
 
 The cache is glibc's "new" format (glibc sysdeps/generic/dl-cache.h: CACHEMAGIC_NEW
 "glibc-ld.so.cache", CACHE_VERSION "1.1"; struct cache_file_new, a 48-byte header, then
