@@ -13,6 +13,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from tests.conftest import BUNDLES
+from tests.fixtures.families.fabric import CASES as FABRIC_CASES
+from tests.fixtures.families.fabric import scenario as fabric_scenario
 from tests.fixtures.families.gpu import CHECK_CASES, MALFORMED, snapshot
 from tests.fixtures.families.mig import MIG_CASES, MIG_MALFORMED
 from tests.nvml_sim import simlib
@@ -51,6 +53,8 @@ WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
     "gpu-count-pci-unavailable": ("healthy-8xh100.json", True, None),
     "gpu-count-count-not-expected": ("healthy-8xh100.json", True, None),
     "fabric-manager-service-state-unknown": ("healthy-8xh100.json", True, None),
+    # fabric-manager judged by PCI and NVML together: scenarios built in families/fabric.py.
+    **{name: (fabric_scenario(name), True, None) for name in FABRIC_CASES},
 }
 # The worker's healthy snapshot with one value set to a wrong type after it wrote it
 # (families/gpu.py MALFORMED): the rest must still be the worker's.
