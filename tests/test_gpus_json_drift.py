@@ -63,6 +63,9 @@ EDITED = {name: (where, value) for name, where, value in MALFORMED}
 EDITED_MIG = {name: (where, value) for name, where, value, _ in MIG_MALFORMED}
 DERIVED = {"full-device-plugin-path": "gpu-h100-snapshot-only", "full-healthy-dra": "gpu-h100-snapshot-only",
            "demo-ready": "gpu-h100-snapshot-only", "demo-kubelet-too-old": "gpu-h100-snapshot-only"}
+# The sharing family (families/sharing.py) copies gpu-h100-snapshot-only's snapshot verbatim.
+DERIVED.update({p.parent.name: "gpu-h100-snapshot-only" for p in BUNDLES.glob("*/gpus.json")
+                if p.parent.name.startswith(("allocation-owner-", "gpu-capacity-"))})
 # Bundles whose snapshot is hand-written, not the worker's: xid-* (families/xid.py) and
 # their copies gpu-xid-*; nvml-responsive-* (gpu-nvml-timeout's with the top-level error
 # replaced, tests/fixtures/PROVENANCE.md).
