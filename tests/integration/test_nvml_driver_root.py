@@ -198,3 +198,45 @@ def test_check_on_an_operator_managed_host_reads_nvml_from_the_driver_root(tree,
     checks = {c["id"]: c for c in json.loads(res.stdout)["checks"]}
     assert checks["nvml-responsive"]["status"] == "pass", checks["nvml-responsive"]
     assert checks["nvml-responsive"]["details"]["device_count"] == len(tree.doc["gpus"])
+
+
+def test_run_reads_nvml_once_the_operators_driver_appears(tree, tmp_path):
+    """`run` with the operator owning the driver: before the root holds the library NVML is
+    down (nvml-responsive waits for the operator's driver: skip within its grace period, which
+    an unreadable uptime never passes); the library placed under the running agent is found
+    at a later cycle (the client asks again before each snapshot) and NVML comes up."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.integration.agentproc import BUNDLES, http_get, start_agent, wait_for
+
+    def metrics(port: int) -> Dict[str, List[Any]]:
+        out: Dict[str, List[Any]] = {}
+        body = http_get(f"http://127.0.0.1:{port}/metrics", timeout=10).decode()
+        for fam in text_string_to_metric_families(body):
+            for s in fam.samples:
+                out.setdefault(s.name, []).append((s.labels, s.value))
+        return out
+
+    def nvml(port: int) -> Any:
+        parsed = metrics(port)
+        status = [lab["status"] for lab, v in parsed.get("gpu_node_agent_check_status", [])
+                  if lab.get("check") == "nvml-responsive" and v == 1]
+        up = parsed.get("gpu_node_agent_nvml_up") or [({}, None)]
+        return (status[0] if status else None), up[0][1]
+
+    config = ("allocation_path: operator-clusterpolicy\nrun:\n  fast_interval: 0.5\n"
+              "gpu:\n  nvml_deadline_s: 5\n  nvml_first_deadline_s: 20\n"
+              f"  maintenance_flag: {tmp_path / 'no-flag'}\n"
+              "policy:\n  driver:\n    managed_by_operator: true\n"
+              f"  operator:\n    driver_root: {tree.root}\n")
+    root = str(BUNDLES / "host-foundation-only" / "root")
+    agent, port = start_agent(tmp_path, ["--host-root", root, "--nvml"], config, env=tree.env)
+    try:
+        before = wait_for(lambda: (lambda s: s if s[0] else None)(nvml(port)), 60,
+                          "a verdict on NVML before the operator's driver")
+        assert before == ("skip", 0)
+        tree.place(MULTIARCH + SONAME)
+        wait_for(lambda: nvml(port) == ("pass", 1), 60, "NVML up from the driver root")
+        assert agent.popen.poll() is None
+    finally:
+        agent.stop()
