@@ -65,11 +65,19 @@ OTHER_KIND = "nvml-failed"  # a kind this table does not know (newer worker, oth
 NOT_A_VERDICT = ("maintenance", "worker_failed", "worker_error")
 
 
+def _nvml_missing(snap: Any) -> bool:
+    if snap is None:
+        return True
+    err = snap.get("error") if isinstance(snap, Mapping) else None
+    return isinstance(err, Mapping) and err.get("kind") not in NOT_A_VERDICT
+
+
 def _nvml_responsive(host: HostView, policy: ResolvedPolicy) -> Outcome:
     snap = host.gpus()
-    if driver_owned(policy) and (snap is None or (isinstance(snap, Mapping) and snap.get("error"))):
+    if driver_owned(policy) and _nvml_missing(snap):
         # No NVML while the GPU Operator's driver is not there yet is the wait driver-loaded
-        # owns (and fails past its grace period), not a fault of NVML.
+        # owns (and fails past its grace period), not a fault of NVML. The agent's own states
+        # (maintenance during the operator's driver upgrade) keep their summary.
         waiting = driver_waiting(host, policy)
         if waiting is not None:
             return waiting_outcome(waiting, policy, None)

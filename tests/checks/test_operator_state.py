@@ -183,3 +183,24 @@ def test_a_collected_bundle_judges_as_the_host_did(tmp_path, name):
     finally:
         again.close()
     assert after == before
+
+
+@pytest.mark.parametrize("error, expected", [
+    # NVML found no library: the operator's driver is not there yet, so wait.
+    ({"kind": "library_not_found", "message": "NVML Shared Library Not Found"},
+     ("skip", "input-missing", None)),
+    # The agent released NVML (the operator's driver upgrade): its own summary stays.
+    ({"kind": "maintenance", "message": "GPU Operator driver upgrade"},
+     ("unknown", None, "nvml-not-read")),
+])
+def test_nvml_responsive_waits_only_for_a_missing_nvml(tmp_path, error, expected):
+    from agent.host.seam import StaticGpus
+
+    host = Host(tmp_path, gpus=StaticGpus({"schema_version": 1, "gpus": [], "error": error}))
+    out = NVML_RESPONSIVE.run(host, policy())
+    assert (str(out.status), out.skip, out.code) == expected
+    if expected[0] == "skip":
+        assert out.summary.startswith("waiting for the GPU Operator driver: kernel module not "
+                                      "loaded")
+    # Off the operator paths NVML's own verdict stands.
+    assert str(NVML_RESPONSIVE.run(host, policy(path="dra")).status) != "skip"
