@@ -21,7 +21,7 @@ from agent.host.redact_secrets import (
 # status file is 20,000 lines).
 _HINT = re.compile(
     r"pass|secret|token|auth|cred|api|access|priv|sign|encrypt|ssh|key|session|cookie|bearer|"
-    r"basic|://|LS0tLS1CRUdJTi",
+    r"activation|basic|://|LS0tLS1CRUdJTi",
     re.IGNORECASE,
 )
 

@@ -15,6 +15,9 @@ REDACTED = "REDACTED"
 _SECRET_WORDS = re.compile(
     r"pass(?:word|wd|phrase)|secret|token|auth(?!orit(?:y|ies)|ors?$)|credential|apikey|"
     r"accesskey|"
+    # nodeadm's NodeConfig spec.hybrid.ssm.activationCode (with the activation id, it
+    # registers a machine as an SSM managed instance: EKS Hybrid Nodes, "Prepare credentials").
+    r"activationcode|"
     r"privatekey|signingkey|encryptionkey|sshkey|keydata|session|cookie|bearer"
 )
 # A key naming where a secret is stored is not itself one (tls_key_file, tokenFile, ...).
