@@ -13,6 +13,7 @@ from agent.model import LATEST_POLICY_VERSION
 from agent.safeio.yamlio import safe_load
 from checks.fabric.policy import ImexPolicy
 from checks.allocation.policy import SharingPolicy
+from checks.containerd.policy import ContainerdPolicy
 from checks.gpu.policy import GpuPolicy
 from checks.operator.policy import OperatorPolicy
 from checks.xid.policy import XidPolicy, merge_xid_data
@@ -74,6 +75,8 @@ class Policy(_Strict):
     gpu: GpuPolicy = GpuPolicy()
     # GPU Operator-managed driver and toolkit (checks/operator/policy.py).
     operator: OperatorPolicy = OperatorPolicy()
+    # The container-runtime gates policy version 2 adds (checks/containerd/policy.py).
+    containerd: ContainerdPolicy = ContainerdPolicy()
     # GPU sharing strategies each allocation path allows (checks/allocation/policy.py).
     sharing: SharingPolicy = SharingPolicy()
     # The IMEX report's gate (checks/fabric/policy.py).

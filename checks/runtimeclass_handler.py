@@ -1,15 +1,24 @@
-"""runtimeclass-handler: RuntimeClass `nvidia` exists and its handler is containerd's.
+"""runtimeclass-handler: RuntimeClass `nvidia` exists and its handler is a runtime containerd has.
 
 Pods ask for `runtimeClassName: nvidia`; the kubelet passes the RuntimeClass's `handler` to
 containerd, which must have a runtime of that name (containerd-nvidia-runtime checks the
 host side). A missing RuntimeClass fails pod admission ("RuntimeClass "nvidia" not found");
-a handler that does not match makes the sandbox fail ("no runtime for "x" is configured").
+a handler containerd lacks makes the sandbox fail ("no runtime for "x" is configured").
 Source: kubernetes.io/docs/concepts/containers/runtime-class/. Reads the API through the
 `runtimeclasses` host fact (agent/kube/facts.py); skips when the API is not reachable
 (e.g. before `nodeadm init`).
+
+The handler is held against the runtimes in containerd's effective config
+(checks/containerd/effective.py: `config dump`, else our merge): a RuntimeClass `nvidia`
+whose handler is `nvidia-cdi` passes when containerd has `nvidia-cdi`. Where containerd's
+config cannot be judged (absent, unloadable, or the verdict depends on an unknown version),
+the handler is compared with `containerd.handler` as before. Under policy version 1 a
+handler equal to `containerd.handler` passes even when containerd lacks it
+(containerd-nvidia-runtime fails that host); version 2 (`containerd.runtimeclass_effective`)
+requires it in containerd's runtimes.
 """
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from checks.base import (
     RUNTIME_HANDLER_PATHS,
@@ -25,6 +34,9 @@ from checks.base import (
     skipped,
     unknown,
 )
+from checks.containerd.config import DEFAULT_CONFIG, DROPIN_GLOBS, discover, table
+from checks.containerd.effective import resolve
+from checks.containerd.installed import DPKG_STATUS, VERSION_ARGVS, dump_argv
 from checks.policy import ResolvedPolicy
 
 DEFAULT_NAME = "nvidia"
@@ -60,6 +72,27 @@ def _runtimeclass_handler(host: HostView, policy: ResolvedPolicy) -> Outcome:
             runtimeclasses=names,
         )
     actual = found.get("handler")
+    runtimes = containerd_runtimes(host, policy)
+    strict = bool(getattr(getattr(policy, "policy", None), "containerd", None)
+                  and policy.policy.containerd.runtimeclass_effective)
+    details: Dict[str, Any] = {"runtimeclass": name, "handler": actual,
+                               "expected_handler": handler, "containerd_runtimes": runtimes}
+    if runtimes is not None and actual in runtimes:
+        return passed(f"RuntimeClass {name!r} handler {actual!r}: a runtime in containerd's "
+                      "effective config", **details)
+    if runtimes is not None and (strict or actual != handler):
+        return failed(
+            f"RuntimeClass {name!r} has handler {actual!r}, which containerd's effective config "
+            f"does not have (containerd has: {', '.join(runtimes) or 'none'})",
+            remediation=(
+                f"Make RuntimeClass {name} use one of containerd's runtimes "
+                f"({', '.join(runtimes) or 'none'}; a cluster admin: it is immutable, so delete "
+                f"and re-create it), or configure a {actual!r} runtime in containerd "
+                "(`nvidia-ctk runtime configure --runtime=containerd`) and restart it."
+            ),
+            code="handler-mismatch",
+            **details,
+        )
     if actual != handler:
         return failed(
             f"RuntimeClass {name!r} has handler {actual!r}, containerd's runtime is {handler!r}",
@@ -69,11 +102,24 @@ def _runtimeclass_handler(host: HostView, policy: ResolvedPolicy) -> Outcome:
                 f"{actual!r} if that is the runtime containerd has."
             ),
             code="handler-mismatch",
-            runtimeclass=name,
-            handler=actual,
-            expected_handler=handler,
+            **details,
         )
-    return passed(f"RuntimeClass {name!r} handler {handler!r}", runtimeclass=name, handler=actual)
+    return passed(f"RuntimeClass {name!r} handler {handler!r}", **details)
+
+
+def containerd_runtimes(host: HostView, policy: ResolvedPolicy) -> Optional[List[str]]:
+    """The runtime names in containerd's effective config, or None where it cannot be told
+    (config absent or unloadable, or the two merge semantics disagree on the names)."""
+    if not isinstance(getattr(policy, "settings", None), dict):
+        return None
+    ctx = resolve(host, policy)
+    names = []
+    for view in ctx.views:
+        own = view.own
+        if view.errors or (own is not None and own.root_missing and view.source.startswith("own")):
+            return None
+        names.append(sorted(table(view.cri, "containerd", "runtimes")))
+    return names[0] if names and all(n == names[0] for n in names) else None
 
 
 RUNTIMECLASS_HANDLER = Check(
@@ -90,7 +136,11 @@ RUNTIMECLASS_HANDLER = Check(
     ),
     run=_runtimeclass_handler,
     facts=("runtimeclasses",),
-    timeout_s=15.0,
+    # containerd's effective config, as containerd-nvidia-runtime reads it.
+    reads=(DEFAULT_CONFIG, DPKG_STATUS) + DROPIN_GLOBS + ("/etc/containerd/*.toml",),
+    runs=VERSION_ARGVS + tuple(dump_argv(a[0], DEFAULT_CONFIG) for a in VERSION_ARGVS),
+    discover=discover,
+    timeout_s=30.0,
     failures=(
         Failure(
             "runtimeclasses-malformed", Status.UNKNOWN,
@@ -111,11 +161,12 @@ RUNTIMECLASS_HANDLER = Check(
         ),
         Failure(
             "handler-mismatch", Status.FAIL,
-            "the RuntimeClass's handler is not the runtime containerd has (pod sandboxes fail)",
-            "Make the RuntimeClass use containerd's runtime name as its handler (a cluster "
-            "admin: it is immutable, so delete and re-create it), or set containerd.handler to "
-            "the runtime containerd has.",
-            SOURCE,
+            "the RuntimeClass's handler is not a runtime in containerd's effective config "
+            "(pod sandboxes fail: no runtime for the handler is configured)",
+            "Make the RuntimeClass use one of containerd's runtimes as its handler (a cluster "
+            "admin: it is immutable, so delete and re-create it), or configure that runtime in "
+            "containerd and restart it.",
+            SOURCE + "; containerd docs/cri/config.md (runtimes)",
         ),
     ),
 )

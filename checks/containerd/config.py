@@ -28,7 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from checks.base import HostView
-from checks.containerd.migrate import CRI_V1, CRI_V2, CRI_V3_RUNTIME, migrate_to_v3
+from checks.containerd.migrate import CRI_V1 as CRI_V1  # re-exported: the checks use them
+from checks.containerd.migrate import CRI_V2 as CRI_V2
+from checks.containerd.migrate import CRI_V3_RUNTIME as CRI_V3_RUNTIME
+from checks.containerd.migrate import migrate_to_v3
+from checks.containerd.snap import snap_config
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -256,11 +260,13 @@ def discover(host: HostView) -> Tuple[List[str], List[str]]:
     directories are static reads of the checks."""
     reads: List[str] = []
     presence: List[str] = []
-    for major in (1, 2):
-        eff = load_effective(host, DEFAULT_CONFIG, major)
-        reads.extend(eff.files)
-        for data in eff.files.values():
-            presence.extend(binary_names(data))
+    recorded, _ = snap_config(host)  # Canonical Kubernetes' own record of its config
+    for root in dict.fromkeys([DEFAULT_CONFIG] + ([recorded] if recorded else [])):
+        for major in (1, 2):
+            eff = load_effective(host, root, major)
+            reads.extend(eff.files)
+            for data in eff.files.values():
+                presence.extend(binary_names(data))
     for path in dropin_candidates(host, DEFAULT_CONFIG):
         parsed, _ = parse_toml(read_config(host, path) or "", path)
         presence.extend(binary_names(parsed or {}))

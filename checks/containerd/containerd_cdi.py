@@ -27,6 +27,7 @@ from checks.containerd.config import (
     discover,
 )
 from checks.containerd.effective import (
+    CONFIG_NOT_FOUND,
     CONFIG_UNLOADABLE,
     VERSION_DECIDES,
     Context,
@@ -36,6 +37,7 @@ from checks.containerd.effective import (
     resolve,
 )
 from checks.containerd.installed import DPKG_STATUS, VERSION_ARGVS, dump_argv
+from checks.containerd.snap import RECORDS
 from checks.policy import ResolvedPolicy
 
 DRA_SPEC_DIR = "/var/run/cdi"  # k8s-dra-driver-gpu writes claim specs here
@@ -156,10 +158,10 @@ CONTAINERD_CDI = Check(
         "/var/run/cdi; on by default in containerd 2.x) and restart containerd."
     ),
     run=_run,
-    reads=(DEFAULT_CONFIG, DPKG_STATUS) + DROPIN_GLOBS + SPEC_GLOBS,
+    reads=(DEFAULT_CONFIG, DPKG_STATUS) + DROPIN_GLOBS + SPEC_GLOBS + RECORDS,
     runs=VERSION_ARGVS + tuple(dump_argv(a[0], DEFAULT_CONFIG) for a in VERSION_ARGVS),
     discover=discover,
     timeout_s=30.0,
-    failures=(CONFIG_UNLOADABLE, VERSION_DECIDES, CDI_UNSUPPORTED, CDI_DISABLED,
+    failures=(CONFIG_UNLOADABLE, CONFIG_NOT_FOUND, VERSION_DECIDES, CDI_UNSUPPORTED, CDI_DISABLED,
               SPEC_DIRS_INCOMPLETE),
 )

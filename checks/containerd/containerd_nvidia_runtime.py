@@ -17,6 +17,7 @@ from checks.base import (
     Status,
     failed,
     passed,
+    warned,
 )
 from checks.containerd.config import (
     DEFAULT_CONFIG,
@@ -29,6 +30,7 @@ from checks.containerd.config import (
     table,
 )
 from checks.containerd.effective import (
+    CONFIG_NOT_FOUND,
     CONFIG_UNLOADABLE,
     MERGE_SOURCE,
     VERSION_DECIDES,
@@ -40,6 +42,9 @@ from checks.containerd.effective import (
     resolve,
 )
 from checks.containerd.installed import DPKG_STATUS, VERSION_ARGVS, dump_argv
+from checks.containerd.nodeadm_table import FIX as PARTIAL_FIX
+from checks.containerd.nodeadm_table import describe, partial_cri_table
+from checks.containerd.snap import RECORDS
 from checks.policy import ResolvedPolicy
 
 RUNC_V2 = "io.containerd.runc.v2"
@@ -98,6 +103,16 @@ BINARY_NAME_MISSING = Failure(
     'Set options.BinaryName = "/usr/bin/nvidia-container-runtime" (or re-run '
     "`nvidia-ctk runtime configure --runtime=containerd`) and restart containerd.",
     RUNTIME_SOURCE,
+)
+PARTIAL_TABLE = Failure(
+    "nodeadm-partial-cri-table", Status.WARN,
+    "containerd 1.x: nodeadm's config.d/00-nodeadm.toml (NodeConfig spec.containerd.config) "
+    "holds a partial CRI table, which replaces the whole table: the sandbox_image, runc's "
+    "SystemdCgroup and CNI settings nodeadm's config.toml made are gone (policy version 2)",
+    "Make spec.containerd.config a complete CRI table (nodeadm's sandbox_image, runc with "
+    "SystemdCgroup = true, registry config_path, cni dirs) and re-run `nodeadm init`, or run "
+    "containerd 2.x (merges imported tables key by key).",
+    "containerd docs/man/containerd-config.toml.5.md (imports); " + NODEADM_SOURCE,
 )
 BINARY_NOT_EXECUTABLE = Failure(
     "binary-not-executable", Status.FAIL,
@@ -233,7 +248,19 @@ def _evaluate(ctx: Context, view: View) -> Outcome:
 
 
 def _run(host: HostView, policy: ResolvedPolicy) -> Outcome:
-    return decide(resolve(host, policy), _evaluate)
+    ctx = resolve(host, policy)
+    out = decide(ctx, _evaluate)
+    view = next((v for v in ctx.views if v.major == 1), None)
+    found = partial_cri_table(ctx, view) if view is not None else None
+    if found is None:
+        return out
+    details = {**out.details, "nodeadm_partial_cri_table": found}
+    known_1x = ctx.installed.version is not None and ctx.installed.version[0] < 2
+    gate = getattr(getattr(policy, "policy", None), "containerd", None)
+    if out.status == Status.PASS and known_1x and gate and gate.partial_cri_table_warns:
+        return warned(f"{out.summary}; but {describe(found)}", PARTIAL_FIX,
+                      code=PARTIAL_TABLE.code, **details)
+    return Outcome(out.status, out.summary, details, out.remediation, code=out.code)
 
 
 CONTAINERD_NVIDIA_RUNTIME = Check(
@@ -249,13 +276,14 @@ CONTAINERD_NVIDIA_RUNTIME = Check(
         "NodeConfig's spec.containerd.config instead."
     ),
     run=_run,
-    reads=(DEFAULT_CONFIG, DPKG_STATUS) + DROPIN_GLOBS + ("/etc/containerd/*.toml",),
+    reads=(DEFAULT_CONFIG, DPKG_STATUS) + DROPIN_GLOBS + ("/etc/containerd/*.toml",) + RECORDS,
     presence=("/usr/bin/nodeadm", "/usr/local/bin/nodeadm", "/usr/bin/nvidia-container-runtime"),
     runs=VERSION_ARGVS + tuple(dump_argv(a[0], DEFAULT_CONFIG) for a in VERSION_ARGVS),
     discover=discover,
     timeout_s=30.0,
     failures=(
         CONFIG_UNLOADABLE,
+        CONFIG_NOT_FOUND,
         VERSION_DECIDES,
         HANDLER_REPLACED,
         HANDLER_NOT_IMPORTED,
@@ -264,5 +292,6 @@ CONTAINERD_NVIDIA_RUNTIME = Check(
         RUNTIME_TYPE,
         BINARY_NAME_MISSING,
         BINARY_NOT_EXECUTABLE,
+        PARTIAL_TABLE,
     ),
 )

@@ -22,6 +22,7 @@ from checks.containerd.config import (
     table,
 )
 from checks.containerd.installed import Installed, config_dump, installed_containerd
+from checks.containerd.snap import is_snap_host, looked_at, snap_config
 from checks.policy import ResolvedPolicy
 
 NODEADM_BINARIES = ("/usr/bin/nodeadm", "/usr/local/bin/nodeadm")
@@ -38,6 +39,16 @@ CONFIG_UNLOADABLE = Failure(
     fix="Fix the file named in the summary (containerd refuses to start with it), then restart "
     "containerd.",
     source=MERGE_SOURCE,
+)
+CONFIG_NOT_FOUND = Failure(
+    code="config-not-found",
+    status=Status.UNKNOWN,
+    means="containerd's config is not where the agent looked and the host says it is "
+    "elsewhere (Canonical Kubernetes records its own path): not the built-in defaults",
+    fix="Set containerd.config_path in the agent's config to the file containerd is started "
+    "with (`--config` of its service), or collect the bundle on the host itself.",
+    source="canonical/k8s-snap src/k8s/pkg/k8sd/setup/containerd.go (--config in "
+    "$SNAP_COMMON/args/containerd), src/k8s/pkg/snap/snap.go (ContainerdConfigDir)",
 )
 VERSION_DECIDES = Failure(
     code="verdict-depends-on-version",
@@ -70,12 +81,15 @@ class Context:
     views: List[View]
     nodeadm: bool
     host: HostView
+    config_from: str = "containerd.config_path"
+    snap: bool = False  # a Canonical Kubernetes host (the snap's records or binary)
 
     def details(self) -> Dict[str, Any]:
         v = self.installed.version
         return {
             "handler": self.handler,
             "config_path": self.config_path,
+            "config_from": self.config_from,
             "containerd_version": ".".join(map(str, v)) if v else None,
             "containerd_version_source": self.installed.source or None,
             "nodeadm_host": self.nodeadm,
@@ -98,8 +112,23 @@ def _settings(policy: ResolvedPolicy) -> Tuple[str, str]:
     )
 
 
+DEFAULT_PATH = "/etc/containerd/config.toml"
+
+
+def config_location(host: HostView, policy: ResolvedPolicy) -> Tuple[str, str]:
+    """(the root config, where that came from): containerd.config_path when set to another
+    file than the default, else what Canonical Kubernetes recorded, else the default."""
+    _, configured = _settings(policy)
+    if configured == DEFAULT_PATH:
+        recorded, record = snap_config(host)
+        if recorded is not None:
+            return recorded, f"k8s snap: {record}"
+    return configured, "containerd.config_path"
+
+
 def resolve(host: HostView, policy: ResolvedPolicy) -> Context:
-    handler, config_path = _settings(policy)
+    handler, _ = _settings(policy)
+    config_path, config_from = config_location(host, policy)
     installed = installed_containerd(host)
     root_text = read_config(host, config_path) or ""
     nodeadm = any(host.exists(p) for p in NODEADM_BINARIES) or NODEADM_MARK in root_text
@@ -123,15 +152,18 @@ def resolve(host: HostView, policy: ResolvedPolicy) -> Context:
             views.append(
                 View(majors[0], version, cri, "containerd config dump", loaded or own.loaded, own)
             )
-            return Context(handler, config_path, installed, views, nodeadm, host)
+            return Context(handler, config_path, installed, views, nodeadm, host, config_from,
+                           is_snap_host(host))
         errors = own.errors or [f"containerd rejects its config: {dump.problem}"]
         views.append(View(majors[0], own.version, {}, "containerd config dump", [], own, errors))
-        return Context(handler, config_path, installed, views, nodeadm, host)
+        return Context(handler, config_path, installed, views, nodeadm, host, config_from,
+                       is_snap_host(host))
     for major in majors:
         own = load_effective(host, config_path, major)
         source = f"own merge with containerd {major}.x semantics"
         views.append(View(major, own.version, own.cri(), source, own.loaded, own, own.errors))
-    return Context(handler, config_path, installed, views, nodeadm, host)
+    return Context(handler, config_path, installed, views, nodeadm, host, config_from,
+                   is_snap_host(host))
 
 
 def decide(ctx: Context, evaluate: Callable[[Context, View], Outcome]) -> Outcome:
@@ -158,7 +190,22 @@ def decide(ctx: Context, evaluate: Callable[[Context, View], Outcome]) -> Outcom
 
 
 def fatal(ctx: Context, view: View) -> Optional[Outcome]:
-    """A config containerd itself cannot load: the check fails naming the file and line."""
+    """A config containerd itself cannot load: the check fails naming the file and line. A
+    root config that is absent where the host says containerd's config is elsewhere (a k8s
+    snap host) is unknown naming where we looked, never "built-in defaults"."""
+    own = view.own
+    if own is not None and own.root_missing and view.source.startswith("own") and ctx.snap:
+        record = ctx.config_from[len("k8s snap: "):] if ctx.config_from.startswith("k8s") else ""
+        looked = looked_at(ctx.config_path, record)
+        return Outcome(
+            Status.UNKNOWN,
+            f"containerd's config not found at {ctx.config_path}: this is a Canonical Kubernetes "
+            f"host, whose containerd runs on the config the snap records, not on built-in "
+            f"defaults (looked at: {', '.join(looked)})",
+            {**ctx.details(), "looked_at": looked, "source": view.source},
+            CONFIG_NOT_FOUND.fix,
+            code=CONFIG_NOT_FOUND.code,
+        )
     if not view.errors:
         return None
     return Outcome(

@@ -107,7 +107,7 @@ def test_known_1x_evaluates_1x_semantics_only(tmp_path):
     assert views(ctx) == [(1, 2, cri, "own merge with containerd 1.x semantics", [ROOT], [])]
     assert ctx.views[0].own is not None and ctx.views[0].own.major == 1
     assert ctx.host is not None
-    assert ctx.details() == {"handler": "nvidia", "config_path": ROOT,
+    assert ctx.details() == {"handler": "nvidia", "config_path": ROOT, "config_from": "containerd.config_path",
                              "containerd_version": "1.7.27",
                              "containerd_version_source": "containerd --version",
                              "nodeadm_host": False}
@@ -248,7 +248,7 @@ def test_decide_disagreeing_views_are_unknown_naming_both(s1, s2):
         Status.UNKNOWN,
         f"containerd version unknown and the verdict depends on it (as 1.x: {s1.value}: first "
         f"verdict; as 2.x: {s2.value}: second verdict)",
-        {"handler": "nvidia", "config_path": ROOT, "containerd_version": None,
+        {"handler": "nvidia", "config_path": ROOT, "config_from": "containerd.config_path", "containerd_version": None,
          "containerd_version_source": None, "nodeadm_host": False,
          "verdicts": {"1": s1.value, "2": s2.value}},
         code="verdict-depends-on-version")
@@ -265,7 +265,7 @@ def test_fatal_names_the_first_error_and_its_file():
     view = View(2, 2, {}, "containerd config dump", [], None, errors)
     assert fatal(ctx, view) == Outcome(
         Status.FAIL, f"containerd cannot load its config: {errors[0]}",
-        {"handler": "nvidia", "config_path": ROOT, "containerd_version": "2.1.4",
+        {"handler": "nvidia", "config_path": ROOT, "config_from": "containerd.config_path", "containerd_version": "2.1.4",
          "containerd_version_source": "containerd --version", "nodeadm_host": True,
          "errors": errors, "source": "containerd config dump"},
         f"Fix {ROOT} (containerd refuses to start with it), then restart containerd.",
