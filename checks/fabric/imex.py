@@ -205,6 +205,12 @@ def _mismatch(cliques: Dict[int, int]) -> str:
                      for c, gs in sorted(by_id.items()))
 
 
+def _unread_words(unread: List[str]) -> str:
+    if all(u.endswith(" not recorded for this host") for u in unread):
+        return f"{UNIT} state not recorded (`systemctl is-active/is-enabled {UNIT}`)"
+    return f"{UNIT} state not read ({'; '.join(unread)})"
+
+
 def _imex(host: HostView, policy: ResolvedPolicy) -> Outcome:
     service = read_service(host)
     channels, wrong = read_channels(host)
@@ -216,8 +222,7 @@ def _imex(host: HostView, policy: ResolvedPolicy) -> Outcome:
         "service_unread": service.unread, "channels": channels,
         "clique_ids": None if cliques is None else {str(k): v for k, v in cliques.items()},
     }
-    service_words = service.words() if not service.unread else \
-        f"{UNIT} state not read ({'; '.join(service.unread)})"
+    service_words = service.words() if not service.unread else _unread_words(service.unread)
     channel_words = ("IMEX channel nodes not captured" if channels is None else
                      f"{len(channels)} IMEX channel node(s)" if channels else
                      "no IMEX channel node")

@@ -86,7 +86,8 @@ def test_pinned_to_policy_version_1_the_check_is_skipped():
     ("imex-channel-node-mismatch", "channel-node-mismatch",
      ("channel0 has major 511, /proc/devices says 234",)),
     ("imex-service-not-recorded", "service-state-unknown",
-     ("`systemctl is-active nvidia-imex` not recorded", "cannot be ruled out")),
+     ("nvidia-imex state not recorded (`systemctl is-active/is-enabled nvidia-imex`)",
+      "cannot be ruled out")),
 ])
 def test_each_warning_names_what_it_found_and_keeps_the_gate_open(name, code, needles):
     r = run(name)
