@@ -32,6 +32,7 @@ MODULE_COMPONENTS: Dict[str, List[str]] = {
     "test_kube_cli.py": ["kube-api-double"],
     "test_kube_daemon.py": ["kube-api-double"],
     "test_nvml_collect.py": ["nvml-sim"],
+    "test_nvml_mig.py": ["nvml-sim"],
     "test_nvml_scenarios.py": ["nvml-sim"],
     "test_nvml_umockdev.py": ["nvml-sim"],
     "test_nvml_worker.py": ["nvml-sim"],
