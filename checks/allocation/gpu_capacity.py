@@ -20,8 +20,7 @@ cmd/gpu-kubelet-plugin/deviceinfo.go, GetDevice; MIG devices also `parentUUID`).
 host does not have fails; a healthy host GPU that no device names (itself or as a parent)
 fails. Counts are not compared: UUIDs are.
 
-Before the node joins (no Node, API unreachable) and before the owner advertised anything,
-the check is `skip`: there is nothing to compare yet.
+Before the node joins and before the owner advertised anything it is `skip` (nothing to compare).
 """
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
@@ -69,12 +68,18 @@ def host_gpus(host: HostView, snap: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """Per snapshot GPU: index, uuid, MIG device UUIDs (None when not listed), healthy and why
     not."""
     state = state_for_boot(host.fact("sticky"), host.boot_id())
+    # The state file is input: entries that are not objects are left out before matching.
+    state = {"faults": [f for f in state["faults"] if isinstance(f, dict)],
+             "clears": [c for c in state["clears"] if isinstance(c, dict)]}
     faulty: Dict[str, str] = {}
     for fault in state["faults"]:
-        gpu = _d(_d(fault).get("gpu"))
-        if cleared(state, gpu, str(fault.get("class", "reset-gpu")),
-                   fault.get("last_mono_us"), fault.get("last_at")):
-            continue
+        gpu = _d(fault.get("gpu"))
+        try:
+            if cleared(state, gpu, str(fault.get("class", "reset-gpu")),
+                       fault.get("last_mono_us"), fault.get("last_at")):
+                continue
+        except (TypeError, ValueError):
+            pass  # a clear or a time of the wrong type clears nothing
         why = str(fault.get("message") or f"sticky {fault.get('kind', 'fault')}")[:120]
         for key in (gpu.get("uuid"), gpu.get("index")):
             if key is not None:
@@ -167,7 +172,7 @@ def _current_slices(fact: Mapping[str, Any]) -> List[Dict[str, Any]]:
     return [spec for name, gen, spec in mine if gen == newest[name]]
 
 
-def _attr(device: Mapping[str, Any], name: str) -> Any:
+def _attr(device: Mapping[str, Any], name: str) -> Any:  # DeviceAttribute {"string": ...}
     return _d(_d(device.get("attributes")).get(name)).get("string")
 
 

@@ -214,3 +214,16 @@ def test_not_a_node_and_no_slices_skip(tmp_path):
     empty = {"node": "n1", "items": []}
     out = judge(host(tmp_path, node({}), gpus(1), resourceslices=empty), "dra")
     assert out.skip == SKIP_INPUT_MISSING and "has not published" in out.summary
+
+
+def test_a_garbage_sticky_state_counts_no_fault(tmp_path):
+    sticky = {"boot_id": "b1", "faults": [7, "x", None], "clears": [1]}
+    out = judge(host(tmp_path, node({"nvidia.com/gpu": "2"}), gpus(2), sticky=sticky))
+    assert out.status == "pass" and "2 healthy" in out.summary
+    # a clear whose time is not a number clears nothing: the fault on GPU 0 stands
+    fault = {"gpu": {"index": 0}, "kind": "xid", "class": "reset-gpu", "last_mono_us": 5,
+             "message": "Xid 79"}
+    sticky = {"boot_id": "b1", "faults": [fault],
+              "clears": [{"selector": "0", "pci": [], "mono_us": "soon"}]}
+    out = judge(host(tmp_path, node({"nvidia.com/gpu": "1"}), gpus(2), sticky=sticky))
+    assert out.status == "pass" and "GPU 0 (Xid 79)" in out.summary
