@@ -30,9 +30,9 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from agent.nvml.process import LibrarySpec, current_choice, spawn_worker, worker_env
+from agent.nvml.process import LibrarySpec, current_choice, identity, spawn_worker, worker_env
 
 WAIT_MS = 1000  # nvmlEventSetWait's timeout: how often the worker notices it should stop
 GPU_IS_LOST = 15  # nvmlReturn_t NVML_ERROR_GPU_IS_LOST (nvml.h)
@@ -239,6 +239,7 @@ class NvmlEventStream:
             return
         env = worker_env(os.environ if self.env is None else self.env,
                          None if choice is None else choice.path)
+        loaded = None if choice is None else (choice.path, identity(str(choice.path)))
         self._proc = spawn_worker(self.python, ["--events"], env=env)
         self.stats["starts"] += 1
         assert self._proc.stdout is not None
@@ -246,6 +247,9 @@ class NvmlEventStream:
         while not self._stop.is_set():
             if self._maintenance():
                 self._kill()  # release NVML: `nvidia-smi -r` and driver unloads need it
+                return
+            if loaded is not None and self._loaded() != loaded:
+                self._kill()  # the library was replaced or removed: restart on the new one
                 return
             ready, _, _ = select.select([fd], [], [], 1.0)
             if not ready:
@@ -258,6 +262,13 @@ class NvmlEventStream:
             for line in lines:
                 self._handle(line)
         self._kill()
+
+    def _loaded(self) -> Optional[Tuple[Optional[str], Any]]:
+        """The named library's path and identity now (None: the host's loader path)."""
+        choice = current_choice(self.library)
+        if choice is None:
+            return None
+        return (choice.path, identity(choice.path) if choice.path else None)
 
     def _handle(self, line: bytes) -> None:
         try:

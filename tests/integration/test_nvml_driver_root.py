@@ -179,6 +179,12 @@ def test_the_xid_event_worker_loads_the_roots_library(tree):
         assert seen[0] == {"event": "ready", "gpus": len(tree.doc["gpus"])}, seen
         pid = stream.pid
         assert pid is not None and mapped_nvml(pid) == [str(placed)]
+        ready.clear()
+        fresh = placed.with_name("new")
+        shutil.copy(tree.built["lib"], fresh)
+        os.replace(fresh, placed)  # the operator's new driver at the same path
+        assert ready.wait(30), seen  # the old worker was stopped, a new one is ready
+        assert stream.stats["starts"] == 2 and stream.pid not in (None, pid)
     finally:
         stream.stop()
 
