@@ -11,11 +11,11 @@ Host:
   `gpu.device_plugin_config_files`, default none): `sharing.timeSlicing.resources[]` and
   `sharing.mps.resources[]`, each with `name` and `replicas` (k8s-device-plugin
   api/config/v1 sharing.go, ReplicatedResource).
-Node (GPU Feature Discovery labels, k8s-device-plugin internal/lm/resource.go and the GPU
-Operator's "Time-Slicing GPUs in Kubernetes" page): `nvidia.com/gpu.replicas` (above 1 when
-shared), `nvidia.com/gpu.sharing-strategy` (none, time-slicing, mps), `nvidia.com/mps.capable`
-(README, "With CUDA MPS"); and status.allocatable `nvidia.com/gpu` above the GPUs NVML reports
-(each replica is one allocatable unit).
+Node (GPU Feature Discovery labels, k8s-device-plugin internal/lm/resource.go baseLabeler):
+`nvidia.com/gpu.replicas` (above 1 when shared) and `nvidia.com/gpu.sharing-strategy` (none,
+time-slicing, mps), the same per MIG resource (`nvidia.com/mig-<profile>.replicas`), and
+`nvidia.com/mps.capable` (README, "With CUDA MPS"); and status.allocatable `nvidia.com/gpu`
+above the GPUs NVML reports (each replica is one allocatable unit).
 """
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -35,8 +35,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 SOURCES = ("NVIDIA k8s-device-plugin internal/plugin/server.go (socket nvidia-<resource>.sock), "
            "README \"Shared Access to GPUs\" (sharing.timeSlicing, sharing.mps, renameByDefault "
-           "-> <resource>.shared), internal/lm/resource.go (nvidia.com/gpu.replicas); GPU "
-           "Operator \"Time-Slicing GPUs in Kubernetes\" (nvidia.com/gpu.sharing-strategy)")
+           "-> <resource>.shared), internal/lm/resource.go baseLabeler (nvidia.com/gpu.replicas, "
+           "nvidia.com/gpu.sharing-strategy)")
 _COUNT = re.compile(r"^[0-9]{1,6}$")
 
 
@@ -121,23 +121,27 @@ def evidence(host: HostView, node: Any, config_files: List[str]) -> Dict[str, An
                                     "resource)"})
     replicas = 1
     labels = node_labels(node) or {}
-    label_strategy = labels.get(STRATEGY_LABEL, "").lower()
-    label_replicas = count(labels.get(REPLICAS_LABEL))
-    if label_strategy in ("time-slicing", "mps"):
-        found.append({"strategy": label_strategy, "source": "labels",
-                      "detail": f"{STRATEGY_LABEL}={label_strategy}"})
-    if label_replicas is not None and label_replicas > 1:
-        replicas = label_replicas
-        mps_label = labels.get(MPS_LABEL, "").lower() == "true"
-        strategy = label_strategy if label_strategy in ("time-slicing", "mps") else (
-            "mps" if mps_label else "time-slicing")
-        found.append({"strategy": strategy, "source": "labels",
-                      "detail": f"{REPLICAS_LABEL}={label_replicas}"})
-    if labels.get(MPS_LABEL, "").lower() == "true":
+    mps_label = labels.get(MPS_LABEL, "").lower() == "true"
+    # GFD writes <resource>.replicas and <resource>.sharing-strategy for nvidia.com/gpu and
+    # each MIG resource of the mixed strategy (internal/lm/resource.go baseLabeler; strategy
+    # "none" unless replicas > 1).
+    for key in sorted(k for k in labels if _sharing_label(k)):
+        value = labels[key]
+        if key.endswith(".sharing-strategy") and value.lower() in ("time-slicing", "mps"):
+            found.append({"strategy": value.lower(), "source": "labels",
+                          "detail": f"{key}={value.lower()}"})
+        n = count(value) if key.endswith(".replicas") else None
+        if n is not None and n > 1:
+            replicas = max(replicas, n)
+            named = labels.get(key[:-len("replicas")] + "sharing-strategy", "").lower()
+            strategy = named if named in ("time-slicing", "mps") else (
+                "mps" if mps_label else "time-slicing")
+            found.append({"strategy": strategy, "source": "labels", "detail": f"{key}={n}"})
+    if mps_label:
         found.append({"strategy": "mps", "source": "labels", "detail": f"{MPS_LABEL}=true"})
     configured, problems = config_replicas(host, config_files)
     for res in configured:
-        replicas = max(replicas, res["replicas"]) if res["resource"] == GPU_RESOURCE else replicas
+        replicas = max(replicas, res["replicas"])
         found.append({"strategy": res["strategy"], "source": "config",
                       "detail": f"{res['file']}: {res['strategy']} {res['resource']} "
                                 f"replicas {res['replicas']}"})
@@ -148,11 +152,18 @@ def evidence(host: HostView, node: Any, config_files: List[str]) -> Dict[str, An
         found.append({"strategy": "time-slicing", "source": "allocatable",
                       "detail": f"allocatable {GPU_RESOURCE} {advertised} on {units} GPU(s)"})
     # A strategy named by a label or the config decides what the other signs are.
-    named = {f["strategy"] for f in found if f["source"] in ("labels", "config")}
-    if named == {"mps"}:
+    said = {f["strategy"] for f in found if f["source"] in ("labels", "config")}
+    if said == {"mps"}:
         for f in found:
             f["strategy"] = "mps"
     return {"found": found, "replicas": replicas, "problems": problems}
+
+
+def _sharing_label(key: str) -> bool:
+    """nvidia.com/gpu.replicas, nvidia.com/mig-1g.10gb.sharing-strategy and the like."""
+    if not key.endswith((".replicas", ".sharing-strategy")):
+        return False
+    return key.startswith((GPU_RESOURCE + ".", MIG_RESOURCE_PREFIX))
 
 
 def strategies(ev: Mapping[str, Any]) -> List[str]:

@@ -188,3 +188,17 @@ def test_policy_section_defaults_and_validation():
         SharingPolicy.model_validate({"allowed": {"gpu-plugin": []}})
     with pytest.raises(ValueError):
         SharingPolicy.model_validate({"allowed": {"dra": ["vgpu"]}})
+
+
+def test_mig_resource_labels_count_as_sharing_too(tmp_path):
+    # GFD labels each MIG resource of the mixed strategy as <resource>.replicas /
+    # <resource>.sharing-strategy (internal/lm/resource.go baseLabeler)
+    node = {"metadata": {"labels": {"nvidia.com/mig-1g.10gb.replicas": "2",
+                                    "nvidia.com/mig-1g.10gb.sharing-strategy": "time-slicing",
+                                    "nvidia.com/gpu.replicas": "1",
+                                    "nvidia.com/gpu.sharing-strategy": "none"}}}
+    ev = evidence(host(tmp_path, node=node), node, [])
+    assert ev["replicas"] == 2
+    assert [f["detail"] for f in ev["found"]] == [
+        "nvidia.com/mig-1g.10gb.replicas=2", "nvidia.com/mig-1g.10gb.sharing-strategy=time-slicing"]
+    assert {f["strategy"] for f in ev["found"]} == {"time-slicing"}
