@@ -43,6 +43,9 @@ WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
     "gpu-pci8-nvml7": ("seven-gpus.json", True, None),
     "gpu-fabricmanager-inactive": ("healthy-8xh100.json", True, None),
     "gpu-no-library": ("healthy-8xh100.json", False, None),
+    # The operator family's copies of it (families/operator.py): NVML before the operator ran.
+    "driver-loaded-operator-waiting": ("healthy-8xh100.json", False, None),
+    "driver-loaded-operator-late": ("healthy-8xh100.json", False, None),
     "gpu-nvml-timeout": ("hang-handle.json", True, 2.0),
     "gpu-mig-enabled": ("mig-enabled.json", True, None),
     "gpu-ecc-sticky": ("healthy-8xh100.json", True, None),
@@ -66,6 +69,10 @@ DERIVED = {"full-device-plugin-path": "gpu-h100-snapshot-only", "full-healthy-dr
 # The sharing family (families/sharing.py) copies gpu-h100-snapshot-only's snapshot verbatim.
 DERIVED.update({p.parent.name: "gpu-h100-snapshot-only" for p in BUNDLES.glob("*/gpus.json")
                 if p.parent.name.startswith(("allocation-owner-", "gpu-capacity-"))})
+# The operator family (families/operator.py) copies full-healthy-dra's, itself this one's.
+DERIVED.update({p.parent.name: "gpu-h100-snapshot-only" for p in BUNDLES.glob("*/gpus.json")
+                if p.parent.name.startswith(("driver-", "toolkit-", "gpu-operator-"))
+                and "-operator-" in p.parent.name + "-" and p.parent.name not in WORKER_BUNDLES})
 # Bundles whose snapshot is hand-written, not the worker's: xid-* (families/xid.py) and
 # their copies gpu-xid-*; nvml-responsive-* (gpu-nvml-timeout's with the top-level error
 # replaced, tests/fixtures/PROVENANCE.md).
