@@ -40,7 +40,15 @@ NVML_FIELDS: Mapping[str, Tuple[str, ...]] = {
     "driver-persistence": ("persistence_mode (nvmlDeviceGetPersistenceMode)",),
     "fabric-manager": ("fabric (nvmlDeviceGetGpuFabricInfo)",),
     "cdi-spec-current": ("the GPU list (nvmlDeviceGetCount, index per GPU)",),
-    "mig-mode": ("mig (nvmlDeviceGetMigMode: current and pending)",),
+    "mig-mode": (
+        "mig (nvmlDeviceGetMigMode: current and pending; mig.devices: the MIG devices, "
+        "nvmlDeviceGetMigDeviceHandleByIndex)",
+    ),
+    "mig-geometry": (
+        "name (nvmlDeviceGetName: a gpu.mig_geometry product key)",
+        "mig (nvmlDeviceGetMigMode; mig.devices: GPU instance id and profile per MIG device, "
+        "nvmlDeviceGetGpuInstanceById, nvmlDeviceGetGpuInstanceProfileInfoV)",
+    ),
     "gpu-xid": (
         "index, uuid, pci_bus_id (nvmlDeviceGetUUID, nvmlDeviceGetPciInfo_v3): "
         "to name the GPU an XID line points at",
@@ -85,6 +93,7 @@ POLICY_KEYS: Mapping[str, Tuple[str, ...]] = {
     "gpu-row-remap": ("gpu.row_remap",),
     "gpu-thermal": ("gpu.thermal",),
     "gpu-pcie-link": ("gpu.pcie",),
+    "mig-mode": ("gpu.mig",),
 }
 
 # Config settings (not policy) a check decides with, and where they are documented.
@@ -96,6 +105,7 @@ SETTING_KEYS: Mapping[str, Tuple[Tuple[str, str], ...]] = {
     ),
     "gpu-count": (("expected_gpus", "docs/config.md"),),
     "mig-mode": (("gpu.mig_strategy", "docs/config.md"),),
+    "mig-geometry": (("gpu.mig_geometry", "docs/config.md"),),
     "containerd-nvidia-runtime": (("containerd.handler", "docs/checks-container.md"),),
     "runtimeclass-handler": (
         ("kube.runtimeclass", "docs/kubernetes.md"),
