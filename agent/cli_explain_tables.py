@@ -93,7 +93,6 @@ POLICY_KEYS: Mapping[str, Tuple[str, ...]] = {
     "gpu-row-remap": ("gpu.row_remap",),
     "gpu-thermal": ("gpu.thermal",),
     "gpu-pcie-link": ("gpu.pcie",),
-    "mig-mode": ("gpu.mig",),
 }
 
 # Config settings (not policy) a check decides with, and where they are documented.
