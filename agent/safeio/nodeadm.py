@@ -98,9 +98,14 @@ def _inflate(data: bytes) -> bytes:
     if not data.startswith(_GZIP_MAGIC):
         return data
     inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
-    out = inflater.decompress(data, MAX_INFLATED)
+    try:
+        out = inflater.decompress(data, MAX_INFLATED)
+    except zlib.error as exc:  # nodeadm: "failed to read from GZIP reader"
+        raise ValueError(f"a gzip part that does not inflate ({exc})") from None
     if inflater.unconsumed_tail:
         raise ValueError(f"a gzip part inflates past {MAX_INFLATED} bytes")
+    if not inflater.eof:
+        raise ValueError("a gzip part cut short")
     return out
 
 

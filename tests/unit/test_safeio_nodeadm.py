@@ -142,3 +142,13 @@ def test_a_yaml_file_that_names_a_content_type_is_still_yaml():
 ])
 def test_kubelet_flags_of_other_shapes(doc, want):
     assert kubelet_flags(doc) == want
+
+
+def test_a_gzip_part_that_does_not_inflate_is_a_problem():
+    # Found by tests/fuzz/test_fuzz_nodeadm.py: zlib.error escaped. "H4s00000" is base64 of
+    # the gzip magic and a bad compression method; nodeadm's gzip reader refuses both.
+    configs, problem = node_configs(mime(("Content-Type: application/node.eks.aws", "H4s00000")))
+    assert configs == () and problem.startswith("a gzip part that does not inflate")
+    cut = base64.b64encode(gzip.compress(NODECONFIG.encode())[:20]).decode()
+    configs, problem = node_configs(mime(("Content-Type: application/node.eks.aws", cut)))
+    assert configs == () and problem == "a gzip part cut short"
