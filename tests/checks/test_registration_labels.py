@@ -142,3 +142,30 @@ def test_collect_redacts_the_ssm_activation_code():
         text = path.read_text().replace("activationCode: REDACTED", f"activationCode: {secret}")
         assert secret in text
         assert secret not in redact_file("/etc/eks/nodeadm/nodeConfig.yaml", text)
+
+
+def test_collect_captures_the_sources_and_the_bundle_replays_the_verdict(tmp_path):
+    secret = "Gx7kQ2mZp9Rw4TbN8vLc"
+    nodeconfig = (BUNDLES / "registration-labels-ok/root/etc/eks/nodeadm/nodeConfig.yaml"
+                  ).read_text().replace("activationCode: REDACTED", f"activationCode: {secret}")
+    root = tmp_path / "root"
+    for rel, text in {
+        "etc/eks/nodeadm.d/10-cluster.yaml": nodeconfig,
+        "etc/eks/nodeadm.d/20-kubelet.yml": ("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n"
+                                             "spec:\n  kubelet:\n    flags:\n"
+                                             f"    - --node-labels={KEY}=dra\n"),
+        "etc/eks/kubelet/environment": 'NODEADM_KUBELET_ARGS="--v=2"',
+    }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    out = tmp_path / "bundle"
+    res = run_cli(["collect", "--host-root", str(root), "-o", str(out)])
+    assert res.rc == 0, res.err
+    captured = {p.relative_to(out).as_posix(): p for p in out.rglob("*") if p.is_file()}
+    for rel in ("root/etc/eks/nodeadm.d/10-cluster.yaml", "root/etc/eks/nodeadm.d/20-kubelet.yml",
+                "root/etc/eks/kubelet/environment"):
+        assert rel in captured, sorted(captured)
+    assert not any(secret in p.read_text(errors="replace") for p in captured.values())
+    _, got, _ = verdict(["--bundle", str(out)])
+    assert got["summary"].endswith(
+        f"/etc/eks/nodeadm.d/20-kubelet.yml spec.kubelet.flags --node-labels sets {KEY}=dra")
