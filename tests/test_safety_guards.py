@@ -235,10 +235,14 @@ def test_containerd_1x_import_replaces_the_whole_plugin_table(tmp_path):
 
 def test_containerd_2x_merges_the_same_files_key_by_key(tmp_path):
     eff = load_effective(_containerd_host(tmp_path), "/etc/containerd/config.toml", 2)
-    cri = eff.merged["plugins"][CRI_V2]
+    # containerd 2.x reads the merged version-2 config as version 3 (containerd's
+    # plugins/cri/runtime and plugins/cri/images plugin.go migrations)
+    assert eff.cri_key() == "io.containerd.cri.v1.runtime"
+    cri = eff.cri()
     assert set(cri["containerd"]["runtimes"]) == {"runc", "nvidia"}
     assert cri["containerd"]["default_runtime_name"] == "runc"
-    assert cri["sandbox_image"] == "registry.k8s.io/pause:3.10"
+    images = eff.merged["plugins"]["io.containerd.cri.v1.images"]
+    assert images["pinned_images"]["sandbox"] == "registry.k8s.io/pause:3.10"
 
 
 def test_containerd_1x_non_plugin_sections_merge_by_key_and_empty_never_wins(tmp_path):

@@ -35,7 +35,9 @@ def test_removing_the_nvidia_drop_in_closes_the_device_plugin_gate(tmp_path):
     shutil.copytree(bundle("full-device-plugin-path"), dest, symlinks=True)
     (dest / "root/etc/containerd/conf.d/99-nvidia.toml").unlink()
     res = run_cli(["check", "--bundle", str(dest), "--path", "device-plugin", "--format", "json"])
-    assert res.rc == 1 and res.json()["gate"]["blocking"] == ["containerd-nvidia-runtime"]
+    # policy version 2 also holds the RuntimeClass's handler against containerd's runtimes
+    assert res.rc == 1 and res.json()["gate"]["blocking"] == ["containerd-nvidia-runtime",
+                                                              "runtimeclass-handler"]
 
 
 def test_the_demo_bundles_pass_and_fail_for_one_reason_on_the_default_path():
