@@ -134,3 +134,24 @@ def test_a_version_1_drop_in_is_migrated_before_the_merge(tmp_path):
     own = _own(config)
     assert real["enable_cdi"] is False and own.cri()["enable_cdi"] is False
     assert "nvidia" in real["containerd"]["runtimes"] and "nvidia" in own.runtimes()
+
+
+@pytest.mark.parametrize("name, status", [("containerd-cgroup-driver-ok-21", "pass"),
+                                          ("containerd-cgroup-driver-differs-from-default", "fail")])
+def test_cgroup_driver_verdicts_hold_with_21s_dump(tmp_path, name, status):
+    """The default runtime's and nvidia's SystemdCgroup as containerd 2.1 itself reports them
+    (its dump prints every runtime's options) give the bundle's verdict."""
+    from agent.config import Config
+    from agent.host.seam import Host
+    from checks.containerd.cgroup_driver import CONTAINERD_CGROUP_DRIVER
+    from checks.policy import ResolvedPolicy, load_policy
+    from tests.conftest import BUNDLES
+    from tests.integration.containerd.support import BinaryAs, rewrite_tree
+
+    tree = rewrite_tree(BUNDLES / name / "root", tmp_path / "root")
+    settings = Config(containerd={"config_path": str(tree / "etc/containerd/config.toml")}).model_dump()
+    out = CONTAINERD_CGROUP_DRIVER.run(Host("/", commands=BinaryAs(containerd_21())),
+                                       ResolvedPolicy(load_policy(2), "device-plugin", settings=settings))
+    assert out.details["source"] == "containerd config dump"
+    assert out.status == status, out.summary
+    assert out.details["default_runtime"] == "runc" and out.details["default_systemd_cgroup"] is True
