@@ -104,7 +104,6 @@ SETTING_KEYS: Mapping[str, Tuple[Tuple[str, str], ...]] = {
     ),
     "gpu-count": (("expected_gpus", "docs/config.md"),),
     "mig-mode": (("gpu.mig_strategy", "docs/config.md"),),
-    "mig-geometry": (("gpu.mig_geometry", "docs/config.md"),),
     "containerd-nvidia-runtime": (("containerd.handler", "docs/checks-container.md"),),
     "runtimeclass-handler": (
         ("kube.runtimeclass", "docs/kubernetes.md"),
