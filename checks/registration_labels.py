@@ -35,6 +35,7 @@ from checks.base import (
     Severity,
     Status,
     failed,
+    input_missing,
     not_applicable,
     passed,
     unknown,
@@ -101,8 +102,14 @@ def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
         return unknown("cannot tell whether the kubelet registers the allocation label "
                        f"{key}: " + "; ".join(problems), code=UNREADABLE, label=key,
                        problems=problems, read=read)
-    where = ", ".join(read) if read else "no NodeConfig or kubelet args file found"
-    return passed(f"no kubelet registration label sets {key} ({where})", label=key, read=read)
+    if not read:
+        # Nothing to judge (a host before its kubelet is set up, or a bundle without these
+        # files): not a pass, which would claim the flags were seen.
+        return input_missing("no nodeadm NodeConfig and no kubelet args file found, so no "
+                             f"registration label to judge (looked for {key})", label=key,
+                             read=read)
+    return passed(f"no kubelet registration label sets {key} ({', '.join(read)})", label=key,
+                  read=read)
 
 
 REGISTRATION_LABELS = Check(

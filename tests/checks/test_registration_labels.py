@@ -91,10 +91,11 @@ def test_a_config_pinned_to_policy_version_1_skips_it():
     assert got["code"] == "allocation-label-preset"
 
 
-def test_no_file_at_all_passes(tmp_path):
+def test_no_file_at_all_is_nothing_to_judge_not_a_pass(tmp_path):
+    # An empty bundle passes no check (tests/checks/test_bundle_isolation.py).
     _, got, _ = tree(tmp_path, {})
-    assert got["status"] == "pass"
-    assert got["summary"].endswith("(no NodeConfig or kubelet args file found)")
+    assert (got["status"], got["skip"]) == ("skip", "input-missing")
+    assert got["summary"].startswith("no nodeadm NodeConfig and no kubelet args file found")
 
 
 def test_the_configured_key_and_sources_are_the_ones_read(tmp_path):
