@@ -69,9 +69,12 @@ def _nvswitch_on_pci(host: HostView, classes: List[str]) -> Optional[int]:
 
 
 def _without_fabric_call(snap: GpuSnapshot) -> List[int]:
-    """GPUs whose NVML has no fabric call (errors.fabric.kind function_not_found)."""
+    """GPUs whose NVML has no fabric call (errors.fabric.kind function_not_found); a lost GPU
+    is gpu-count's (each_field leaves it out of the findings), so it is left out here too."""
     out = []
     for gpu in snap.get("gpus") or []:
+        if gpu.get("error"):
+            continue
         err = (gpu.get("errors") or {}).get("fabric") if isinstance(gpu, Mapping) else None
         if gpu.get("fabric") is None and isinstance(err, Mapping) \
                 and err.get("kind") == FUNCTION_NOT_FOUND:

@@ -116,3 +116,15 @@ def test_a_config_pinned_to_policy_version_1_gets_the_same_verdicts(tmp_path):
 @pytest.mark.parametrize("code", ["service-inactive", "fabric-not-completed"])
 def test_the_codes_these_bundles_produce_are_declared(code):
     assert FABRIC_MANAGER.failure(code).status.value == "fail"
+
+
+def test_a_lost_gpu_on_the_pcie_host_leaves_the_verdict_to_the_others(tmp_path):
+    # gpu-count owns a lost GPU; the other GPU still has no fabric call and no NVSwitch is on
+    # PCI, so fabric-manager stays not applicable, naming only that GPU.
+    dest = copy(tmp_path, "fabric-manager-pcie-no-fabric-call")
+    snap = json.loads((dest / "gpus.json").read_text())
+    snap["gpus"][1]["error"] = {"kind": "gpu_is_lost", "message": "GPU is lost", "nvml_code": 15}
+    (dest / "gpus.json").write_text(json.dumps(snap))
+    _, got, _ = fabric(None, bundle_dir=dest)
+    assert (got["status"], got["skip"]) == ("skip", "not-applicable"), got["summary"]
+    assert "function_not_found, on GPU 0)" in got["summary"]
