@@ -73,11 +73,11 @@ def _without_fabric_call(snap: GpuSnapshot) -> List[int]:
     is gpu-count's (each_field leaves it out of the findings), so it is left out here too."""
     out = []
     for gpu in snap.get("gpus") or []:
-        if gpu.get("error"):
+        errors = gpu.get("errors")
+        err = errors.get("fabric") if isinstance(errors, Mapping) else None
+        if gpu.get("error") or gpu.get("fabric") is not None or not isinstance(err, Mapping):
             continue
-        err = (gpu.get("errors") or {}).get("fabric") if isinstance(gpu, Mapping) else None
-        if gpu.get("fabric") is None and isinstance(err, Mapping) \
-                and err.get("kind") == FUNCTION_NOT_FOUND:
+        if err.get("kind") == FUNCTION_NOT_FOUND:
             out.append(gpu["index"])
     return out
 
