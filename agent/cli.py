@@ -80,8 +80,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     validate_ids(only or [], [c.id for c in checks], "--only")
     api = ApiWiring()  # the one session of this process (agent/cli_kube.py)
     # On a GPU Operator-managed driver, NVML is read from the operator's driver root.
+    live = args.host_root is None and args.bundle is None
     with open_host(args.host_root, args.bundle, config,
-                   nvml_library=nvml_library_for(policy)) as opened:
+                   nvml_library=nvml_library_for(policy) if live else None) as opened:
         host = api.wrap(opened, config) if opened.is_live else opened
         try:
             results = Engine(checks).run(host, policy, only=only, skip=skip)

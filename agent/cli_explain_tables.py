@@ -39,6 +39,7 @@ NVML_FIELDS: Mapping[str, Tuple[str, ...]] = {
     ),
     "driver-persistence": ("persistence_mode (nvmlDeviceGetPersistenceMode)",),
     "fabric-manager": ("fabric (nvmlDeviceGetGpuFabricInfo)",),
+    "imex": ("fabric (nvmlDeviceGetGpuFabricInfo: state, status, clique_id)",),
     "cdi-spec-current": ("the GPU list (nvmlDeviceGetCount, index per GPU)",),
     "mig-mode": (
         "mig (nvmlDeviceGetMigMode: current and pending; mig.devices: the MIG devices, "
@@ -89,6 +90,7 @@ POLICY_KEYS: Mapping[str, Tuple[str, ...]] = {
     "toolkit-version": ("toolkit.minimum_version", "toolkit.managed_by_operator"),
     "kubelet-version": ("kubelet.minimum_version",),
     "fabric-manager": ("gpu.fabric",),
+    "imex": ("imex.host_service_conflict",),
     "gpu-ecc": ("gpu.ecc",),
     "gpu-row-remap": ("gpu.row_remap",),
     "gpu-thermal": ("gpu.thermal",),
@@ -110,6 +112,8 @@ SETTING_KEYS: Mapping[str, Tuple[Tuple[str, str], ...]] = {
         ("containerd.handler", "docs/checks-container.md"),
     ),
     "cdi-spec-current": (("cdi.require_spec", "docs/checks-container.md"),),
+    "imex": (("imex.compute_domains", "docs/config.md"),),
+    "mig-geometry": (("gpu.mig_geometry", "docs/config.md"),),
     "allocation-owner": (("gpu.device_plugin_config_files", "docs/config.md"),),
 }
 

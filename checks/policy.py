@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.model import LATEST_POLICY_VERSION
 from agent.safeio.yamlio import safe_load
-from checks.fabric.policy import ImexPolicy
 from checks.allocation.policy import SharingPolicy
 from checks.containerd.policy import ContainerdPolicy
+from checks.fabric.policy import ImexPolicy
 from checks.gpu.policy import GpuPolicy
 from checks.operator.policy import OperatorPolicy
 from checks.xid.policy import XidPolicy, merge_xid_data

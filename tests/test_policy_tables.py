@@ -78,6 +78,7 @@ EXPECTED_OS_DEPRECATED = {("ubuntu", ("20.04",))}
 ALL = frozenset(PATHS)
 DP_CP = frozenset({"device-plugin", "operator-clusterpolicy"})
 DRA_GC = frozenset({"dra", "operator-gpucluster"})
+OPS = frozenset({"operator-clusterpolicy", "operator-gpucluster"})
 C, W = "critical", "warning"
 EXPECTED_GATING: Dict[str, Tuple[str, frozenset]] = {
     "os-supported": (W, ALL),
@@ -88,13 +89,22 @@ EXPECTED_GATING: Dict[str, Tuple[str, frozenset]] = {
     "gpu-count": (C, ALL),
     "driver-persistence": (W, ALL),
     "fabric-manager": (C, ALL),
+    # Closes a gate only on a host IMEX conflict; everything else it finds warns (docs/paths.md).
+    "imex": (C, ALL),
     "toolkit-version": (C, ALL),
+    # The GPU Operator's ownership of driver and toolkit: only where the operator runs.
+    "gpu-operator": (C, OPS),
     "containerd-nvidia-runtime": (C, DP_CP),
     "containerd-cdi": (C, DRA_GC),
+    # The nvidia runtime's cgroup driver: only where pods run through that runtime.
+    "containerd-cgroup-driver": (C, DP_CP),
     "cdi-spec-current": (C, ALL),
     "kubelet-version": (C, DRA_GC),
     "allocation-owner": (C, ALL),
+    "gpu-capacity": (C, ALL),
+    "registration-labels": (C, ALL),
     "mig-mode": (C, ALL),
+    "mig-geometry": (C, ALL),
     "runtimeclass-handler": (C, DP_CP),
     "time-sync": (C, ALL),
     "gpu-xid": (C, ALL),
@@ -282,6 +292,17 @@ def test_policy_version_is_one():
 
 
 # -- gating matrix ---------------------------------------------------------------------------
+# The gates policy version 2 added (docs/paths.md, docs/upgrading.md "Policy version 2"): under a
+# config pinned to version 1 each is skip, so pinning keeps 0.1.0's verdicts.
+ADDED_IN_POLICY_2 = {"imex", "gpu-operator", "containerd-cgroup-driver", "gpu-capacity",
+                     "registration-labels", "mig-geometry"}
+
+
+def test_exactly_the_version_2_gates_are_marked_since_policy_2():
+    assert {c.id for c in ALL_CHECKS if c.since_policy == 2} == ADDED_IN_POLICY_2
+    assert {c.since_policy for c in ALL_CHECKS} == {1, 2}
+
+
 def test_gating_matrix_names_every_registered_check():
     assert [c.id for c in ALL_CHECKS if c.id not in EXPECTED_GATING] == []
     assert sorted(set(EXPECTED_GATING) - {c.id for c in ALL_CHECKS}) == []

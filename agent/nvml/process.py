@@ -24,7 +24,6 @@ root's libc and every other library of the interpreter from that root.
 This module never imports pynvml: the agent's process imports it (the client), and only the
 worker hands pynvml in.
 """
-import ctypes
 import os
 import select
 import subprocess
@@ -202,6 +201,8 @@ def load_into(pynvml: Any, path: Optional[str]) -> Optional[Dict[str, Any]]:
     if os.path.realpath(path) != path:
         return error("library_load_failed",
                      f"NVML library {path} is not its own real path (a symlink appeared)")
+    import ctypes  # here, not at import: `ctypes` dlopens the interpreter itself on import
+
     try:
         lib = ctypes.CDLL(path)
     except OSError as exc:

@@ -90,8 +90,8 @@ def test_the_node_and_the_expected_owner_per_path():
 def test_every_policy_key_exists_and_cites_a_source():
     from checks.policy import load_policy
 
-    policy = load_policy(1)
-    cites = policy_citations(1)
+    policy = load_policy(2)
+    cites = policy_citations(2)
     for cid, keys in POLICY_KEYS.items():
         for key in keys:
             node = policy

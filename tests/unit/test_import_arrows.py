@@ -45,7 +45,7 @@ CORE = ("agent", "agent.model", "agent.engine", "agent.engine_replay", "agent.en
         "agent.report", "agent.errors", "agent.version", "agent.logs", "agent.snapshot",
         "agent.hostview", "agent.driver_layout")
 # The command line, the one composition root: agent.cli, agent.cli_*, the config and explain.
-CLI = ("agent.cli", "agent.config", "agent.explain")
+CLI = ("agent.cli", "agent.config", "agent.config_sections", "agent.explain")
 CLI_PREFIX = "agent.cli_"
 # Folders and the wing they hold (a folder's subfolders belong to it: agent/outputs/node/).
 FOLDERS = {
@@ -66,7 +66,7 @@ TOP_LEVEL = {
     "model.py", "engine.py", "engine_replay.py", "engine_result.py", "report.py", "errors.py",
     "version.py", "logs.py", "snapshot.py", "hostview.py", "driver_layout.py",
     "cli.py", "cli_run.py", "cli_kube.py", "cli_parser.py", "cli_common.py", "cli_commands.py",
-    "cli_explain_tables.py",
+    "cli_explain_tables.py", "config_sections.py",
     "config.py", "explain.py",
     "daemon", "outputs", "kube", "host", "xid", "nvml", "safeio",
 }

@@ -4,6 +4,9 @@ from pathlib import Path
 
 from agent.nvml.client import NvmlClient
 from checks.nvml_responsive import NVML_RESPONSIVE
+from checks.policy import ResolvedPolicy, load_policy
+
+DRA = ResolvedPolicy(load_policy(2), "dra")
 
 
 class _Host:
@@ -27,7 +30,7 @@ def test_a_worker_that_dies_is_worker_failed_and_nvml_responsive_unknown(tmp_pat
     assert snap["error"]["kind"] == "worker_failed"
     assert "rc 3" in snap["error"]["message"] and "boom" in snap["error"]["message"]
     assert client.stats["worker_crashes"] == 1 and client.stats["timeouts"] == 0
-    outcome = NVML_RESPONSIVE.run(_Host(snap), None)
+    outcome = NVML_RESPONSIVE.run(_Host(snap), DRA)
     assert outcome.status.value == "unknown"  # the agent's failure is not a host verdict
 
 
@@ -37,7 +40,7 @@ def test_maintenance_before_any_worker_starts_none():
     snap = client.snapshot()
     assert snap["error"]["kind"] == "maintenance"
     assert client.stats["spawns"] == 0 and client.worker_pid is None
-    assert NVML_RESPONSIVE.run(_Host(snap), None).status.value == "unknown"
+    assert NVML_RESPONSIVE.run(_Host(snap), DRA).status.value == "unknown"
 
 
 def test_the_flag_file_and_the_api_are_independent(tmp_path):
