@@ -24,3 +24,20 @@ LIB_DIRS: Tuple[str, ...] = (
 NVML_SONAME = "libnvidia-ml.so.1"
 # The root the GPU Operator's driver container exposes on the host.
 OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
+
+# The GPU Operator's driver upgrade: the Node label its upgrade controller sets
+# (NVIDIA/k8s-operator-libs pkg/upgrade: "nvidia.com/%s-driver-upgrade-state" with the driver
+# name "gpu", NVIDIA/gpu-operator cmd/gpu-operator/main.go), and the states (pkg/upgrade/
+# consts.go) from the first that removes the GPU workloads to let the driver go until the
+# driver pod is restarted: pod-restart-required is where the controller deletes the driver pod
+# (common_manager.go ProcessPodRestartNodes). In them the driver is absent by design: `run`
+# releases NVML (agent/daemon/upgrade.py) and the driver checks do not call it late
+# (checks/operator/state.py).
+UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+DRIVER_REPLACED_STATES = frozenset({
+    "pod-deletion-required",
+    "drain-required",
+    "node-maintenance-required",
+    "post-maintenance-required",
+    "pod-restart-required",
+})

@@ -125,6 +125,7 @@ NVML_RESPONSIVE = Check(
     interval=Interval.FAST,
     remediation="Install and load a matching NVIDIA driver; if NVML hangs, reset the GPUs.",
     run=_nvml_responsive,
+    facts=("node",),  # the GPU Operator's upgrade state (checks/operator/state.py)
     uses_gpus=True,
     # Whether the GPU Operator's driver is there yet (module, libraries under its root).
     reads=(PROC_VERSION,),

@@ -19,23 +19,17 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Mapping, Optional
 
+from agent.driver_layout import DRIVER_REPLACED_STATES, UPGRADE_STATE_LABEL
 from agent.logs import log
 
-LABEL = "nvidia.com/gpu-driver-upgrade-state"
+LABEL = UPGRADE_STATE_LABEL
 
 # The state names of NVIDIA/k8s-operator-libs pkg/upgrade/consts.go (UpgradeState* constants).
 # Release NVML from the first state that removes the GPU workloads to let the driver go (pod
-# deletion, drain, or the maintenance operator's drain) until the driver pod is restarted:
-# pod-restart-required is where the controller deletes the driver pod (common_manager.go
-# ProcessPodRestartNodes); the earlier ones give the agent's cached Node read time to see the
-# label before that happens.
-ENTER_STATES = frozenset({
-    "pod-deletion-required",
-    "drain-required",
-    "node-maintenance-required",
-    "post-maintenance-required",
-    "pod-restart-required",
-})
+# deletion, drain, or the maintenance operator's drain) until the driver pod is restarted
+# (agent/driver_layout.py DRIVER_REPLACED_STATES); the earlier ones give the agent's cached
+# Node read time to see the label before pod-restart-required deletes the driver pod.
+ENTER_STATES = DRIVER_REPLACED_STATES
 # Hold NVML as usual: before the workloads are removed (the GPUs still serve jobs, whose XIDs
 # the event stream reports), and from validation-required on: the controller moves a node
 # there only once the new driver pod is in sync and Ready (ProcessPodRestartNodes), so the

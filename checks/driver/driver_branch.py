@@ -98,6 +98,7 @@ DRIVER_BRANCH = Check(
     interval=Interval.SLOW,
     remediation="Install a driver branch at or above the path's minimum and reboot.",
     run=_driver_branch,
+    facts=("node",),  # the GPU Operator's upgrade state (checks/operator/state.py)
     reads=(PROC_VERSION,),
     presence=DRIVER_PRESENCE,
     timeout_s=5.0,

@@ -131,6 +131,7 @@ DRIVER_LIBRARY_MATCH = Check(
     interval=Interval.SLOW,
     remediation="Reboot (or reload the nvidia modules) so the kernel module matches userspace.",
     run=_driver_library_match,
+    facts=("node",),  # the GPU Operator's upgrade state (checks/operator/state.py)
     reads=(PROC_VERSION,),
     presence=tuple(f"{d}/libnvidia-ml.so*" for d in LIB_DIRS) + DRIVER_PRESENCE,
     runs=(SMI_ARGV,),

@@ -96,7 +96,7 @@ DRIVER_LOADED = Check(
     run=_driver_loaded,
     reads=(PROC_VERSION, PROC_UPTIME),
     presence=DRIVER_PRESENCE,
-    facts=("dev_nodes", "pci_devices"),
+    facts=("dev_nodes", "pci_devices", "node"),  # node: the operator's upgrade state
     timeout_s=5.0,
     failures=(
         Failure(

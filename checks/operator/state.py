@@ -16,7 +16,12 @@ Sources:
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from agent.driver_layout import LIB_DIRS, OPERATOR_DRIVER_ROOT
+from agent.driver_layout import (
+    DRIVER_REPLACED_STATES,
+    LIB_DIRS,
+    OPERATOR_DRIVER_ROOT,
+    UPGRADE_STATE_LABEL,
+)
 from checks.base import HostView, Outcome, failed, input_missing
 from checks.operator.policy import OPERATOR_TOOLKIT_ROOT, OPERATOR_VALIDATIONS_DIR
 from checks.policy import ResolvedPolicy
@@ -111,15 +116,30 @@ class Waiting:
     markers: List[str]
     uptime: Optional[float]
     grace: Optional[int]
+    # The operator's upgrade-state label when it says the driver is being replaced on this
+    # node: the driver is absent by design then, however long after boot.
+    upgrade: Optional[str] = None
 
     @property
     def late(self) -> bool:
-        return self.grace is not None and self.uptime is not None and self.uptime > self.grace
+        return (self.upgrade is None and self.grace is not None and self.uptime is not None
+                and self.uptime > self.grace)
 
     def details(self) -> Dict[str, Any]:
         return {"waiting_for": f"gpu-operator-{self.component}", "markers": self.markers,
                 "uptime_s": None if self.uptime is None else int(self.uptime),
-                "grace_period_s": self.grace}
+                "grace_period_s": self.grace, "driver_upgrade_state": self.upgrade}
+
+
+def driver_upgrade_state(host: HostView) -> Optional[str]:
+    """The Node's upgrade-state label when it is one of the states in which the operator's
+    upgrade controller has the driver replaced (agent/driver_layout.py); None otherwise,
+    also when the Node cannot be read (then the grace period decides, as without upgrades)."""
+    node = host.fact("node")
+    meta = node.get("metadata") if isinstance(node, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    state = labels.get(UPGRADE_STATE_LABEL) if isinstance(labels, dict) else None
+    return state if isinstance(state, str) and state in DRIVER_REPLACED_STATES else None
 
 
 def driver_waiting(host: HostView, policy: ResolvedPolicy) -> Optional[Waiting]:
@@ -135,7 +155,7 @@ def driver_waiting(host: HostView, policy: ResolvedPolicy) -> Optional[Waiting]:
         return None
     op = policy.policy.operator
     return Waiting("driver", "; ".join(missing), markers(host, policy), uptime_s(host),
-                   op.grace_period_s)
+                   op.grace_period_s, driver_upgrade_state(host))
 
 
 def toolkit_waiting(host: HostView, policy: ResolvedPolicy) -> Optional[Waiting]:
@@ -148,6 +168,8 @@ def toolkit_waiting(host: HostView, policy: ResolvedPolicy) -> Optional[Waiting]
 
 
 def _when(w: Waiting) -> str:
+    if w.upgrade is not None:
+        return f"GPU Operator driver upgrade in progress: {UPGRADE_STATE_LABEL}={w.upgrade}"
     if w.uptime is None:
         return f"uptime unknown ({PROC_UPTIME} unreadable)"
     if w.grace is None:

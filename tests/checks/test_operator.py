@@ -259,3 +259,43 @@ def test_managed_by_operator_is_ignored_off_the_operator_paths():
     got = run("driver-loaded-operator-waiting", path="device-plugin")
     assert verdict(got["driver-loaded"]) == ("fail", "module-not-loaded")
     assert verdict(got["nvml-responsive"]) == ("fail", "library-not-found")
+
+
+def _late_host_with_upgrade_state(tmp_path, state: str) -> Dict[str, CheckResult]:
+    """driver-loaded-operator-late (up 1800 s, no driver) with the Node's upgrade-state label."""
+    import json
+    import shutil
+
+    dest = tmp_path / "b"
+    shutil.copytree(BUNDLES / "driver-loaded-operator-late", dest, symlinks=True)
+    facts_file = dest / "host.json"
+    facts = json.loads(facts_file.read_text()) if facts_file.exists() else {}
+    facts["node"] = {"metadata": {"name": "n", "labels": {
+        "nvidia.com/gpu-driver-upgrade-state": state}}}
+    facts_file.write_text(json.dumps(facts))
+    config, origin = load_config(str(dest / "test-config.yaml"))
+    loaded = load_bundle(str(dest))
+    try:
+        results = Engine(CHECKS).run(loaded.host, resolve_policy(config, origin,
+                                                                 config.allocation_path))
+    finally:
+        loaded.close()
+    return {r.id: r for r in results}
+
+
+def test_while_the_operator_replaces_the_driver_past_the_grace_period_it_still_waits(tmp_path):
+    # pod-restart-required: the upgrade controller deleted the driver pod (k8s-operator-libs
+    # common_manager.go ProcessPodRestartNodes); no driver is the plan, not a late operator.
+    got = _late_host_with_upgrade_state(tmp_path, "pod-restart-required")
+    assert verdict(got["driver-loaded"]) == ("skip", "input-missing")
+    assert got["driver-loaded"].summary.endswith(
+        "(GPU Operator driver upgrade in progress: "
+        "nvidia.com/gpu-driver-upgrade-state=pod-restart-required)")
+    assert got["driver-loaded"].details["driver_upgrade_state"] == "pod-restart-required"
+
+
+def test_an_upgrade_state_that_is_not_a_replacement_leaves_the_grace_period_in_force(tmp_path):
+    # upgrade-done: the new driver should be there; cordon-required: the old one still is.
+    for state in ("upgrade-done", "cordon-required"):
+        got = _late_host_with_upgrade_state(tmp_path / state, state)
+        assert verdict(got["driver-loaded"]) == ("fail", "operator-driver-late"), state
