@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import BUNDLES
 from tests.fixtures.families.fabric import CASES as FABRIC_CASES
 from tests.fixtures.families.fabric import scenario as fabric_scenario
+from tests.fixtures.families.imex import scenario as imex_scenario
 from tests.fixtures.families.gpu import CHECK_CASES, MALFORMED, snapshot
 from tests.fixtures.families.mig import MIG_CASES, MIG_MALFORMED
 from tests.nvml_sim import simlib
@@ -58,6 +59,13 @@ WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
     "fabric-manager-service-state-unknown": ("healthy-8xh100.json", True, None),
     # fabric-manager judged by PCI and NVML together: scenarios built in families/fabric.py.
     **{name: (fabric_scenario(name), True, None) for name in FABRIC_CASES},
+    # The IMEX bundles (families/imex.py): fabric clique ids per GPU, written here by hand
+    # from each bundle's description (one clique 7; cliques 7 and 9; no NVLink fabric).
+    **{name: (imex_scenario(cliques, ""), True, None) for name, cliques in (
+        ("imex-present", [7, 7, 7, 7]), ("imex-host-service", [7, 7, 7, 7]),
+        ("imex-conflict", [7, 7, 7, 7]), ("imex-policy-v1", [7, 7, 7, 7]),
+        ("imex-channel-node-mismatch", [7, 7, 7, 7]), ("imex-service-not-recorded", [7, 7, 7, 7]),
+        ("imex-clique-mismatch", [7, 7, 9, 9]), ("imex-absent", None))},
 }
 # The worker's healthy snapshot with one value set to a wrong type after it wrote it
 # (families/gpu.py MALFORMED): the rest must still be the worker's.

@@ -170,19 +170,33 @@ def test_nvml_level_errors_fail_nvml_responsive_and_skip_the_rest(
         assert by_id[cid].summary == "needs nvml-responsive (fail)"
 
 
+# An HGX baseboard's NVSwitches enumerate as PCI bridges, class 0x0680 (pci.ids 10de:22a3
+# "GH100 [H100 NVSwitch]"): what tells an NVSwitch system from a PCIe one on PCI.
+NVSWITCHES = [{"slot": f"0000:{bus:02x}:00.0", "vendor": "10de", "device": "22a3",
+               "class": "068000", "driver": "nvidia"} for bus in (0x05, 0x06, 0x07, 0x08)]
+
+
 def test_old_driver_without_a_function_is_unknown_not_pass(nvml_sim, tmp_path):
-    nvml_sim.use("old-driver-no-fabric.json")
-    by_id, snap, _ = run_checks(nvml_sim, tmp_path)
+    doc = nvml_sim.use("old-driver-no-fabric.json")
+    by_id, snap, _ = run_checks(nvml_sim, tmp_path, pci=pci_for(doc) + NVSWITCHES)
     assert snap["gpus"][0]["errors"]["fabric"]["kind"] == "function_not_found"
     assert by_id["fabric-manager"].status.value == "unknown"
     assert "function_not_found" in by_id["fabric-manager"].summary
 
 
+def test_old_driver_on_a_pcie_host_has_no_fabric_to_judge(nvml_sim, tmp_path):
+    # No NVSwitch on PCI and no fabric call: a PCIe host, not an unknown NVSwitch system.
+    nvml_sim.use("old-driver-no-fabric.json")
+    by_id, _, _ = run_checks(nvml_sim, tmp_path)
+    assert by_id["fabric-manager"].status.value == "skip"
+    assert by_id["fabric-manager"].skip == "not-applicable"
+
+
 def test_fabric_manager_inactive_fails_on_an_nvswitch_system(nvml_sim, tmp_path):
-    nvml_sim.use("healthy-8xh100.json")
+    doc = nvml_sim.use("healthy-8xh100.json")
     inactive = [{"argv": ["systemctl", "is-active", "nvidia-fabricmanager"], "rc": 3,
                  "stdout": "inactive\n"}]
-    by_id, _, _ = run_checks(nvml_sim, tmp_path, commands=inactive)
+    by_id, _, _ = run_checks(nvml_sim, tmp_path, commands=inactive, pci=pci_for(doc) + NVSWITCHES)
     assert by_id["fabric-manager"].status.value == "fail"
     assert "nvidia-fabricmanager is inactive" in by_id["fabric-manager"].summary
 
