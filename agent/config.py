@@ -20,6 +20,7 @@ from agent.config_sections import (
     NfdConfig,
     RunConfig,
     TimeSyncConfig,
+    ToolkitConfig,
     _Section,
     listen_address_problem,
 )
@@ -53,6 +54,7 @@ class Config(_Section):
     kube: KubeConfig = KubeConfig()
     nfd: NfdConfig = NfdConfig()
     imex: ImexConfig = ImexConfig()  # checks/fabric/policy.py, docs/config.md
+    toolkit: ToolkitConfig = ToolkitConfig()  # toolkit-runtime-config, docs/config.md
 
 
 def _describe(exc: ValidationError) -> str:

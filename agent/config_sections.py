@@ -36,6 +36,14 @@ class CdiConfig(_Section):
     require_spec: bool = False
 
 
+class ToolkitConfig(_Section):
+    # How the NVIDIA device plugin passes its GPUs to the runtime (NVIDIA/k8s-device-plugin
+    # README, "deviceListStrategy"; envvar is its default): toolkit-runtime-config judges
+    # /etc/nvidia-container-runtime/config.toml against it on device-plugin paths.
+    device_list_strategy: Literal["envvar", "volume-mounts", "cdi-annotations", "cdi-cri"] = (
+        "envvar")
+
+
 class KubeConfig(_Section):
     """The verdict on the Node (docs/kubernetes.md). Defaults: the kubelet's own credentials."""
 
