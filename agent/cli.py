@@ -33,8 +33,10 @@ if TYPE_CHECKING:
 Evaluation = Tuple["Config", Optional[str], str, List[str], "ResolvedPolicy"]
 
 
-def _registry() -> Any:  # looked up here at each call, so a test can replace the registry
-    return registry()
+def _registry(args: Any = None) -> Any:  # looked up at each call: a test can replace it
+    from agent.cli_common import registry_for  # with the site's checks (docs/site-checks.md)
+
+    return registry() if args is None else registry_for(args)
 
 
 # What `--help` says to an operator (the module docstring is for whoever reads the code).
@@ -74,7 +76,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from agent.report import build_report
     from agent.version import version
 
-    checks = _registry()
+    checks = _registry(args)
     config, origin, path, skip, policy = _evaluation(args, checks)
     only = ids(args.only) or None
     validate_ids(only or [], [c.id for c in checks], "--only")
@@ -147,7 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     a start does, so SIGHUP with a bad file keeps the running one."""
     from agent.daemon.inputs import Generation
 
-    checks = _registry()
+    checks = _registry(args)
 
     def load() -> Any:
         from agent.config import run_file_problems

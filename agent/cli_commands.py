@@ -24,7 +24,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     with open_host(args.host_root, None, config, nvml_library=library) as opened:
         try:
             host = api.wrap(opened, config) if opened.is_live else opened
-            target = collect(host, registry(), out)
+            target = collect(host, registry(config), out)
         finally:
             api.close()
     emit(f"bundle written to {target}\n")
@@ -88,7 +88,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
         config, origin = load_config(args.file)
         resolve_policy(config, origin, config.allocation_path)
-        validate_ids(config.skip, [c.id for c in registry()], f"{origin}: skip")
+        validate_ids(config.skip, [c.id for c in registry(config)], f"{origin}: skip")
         problems = run_file_problems(config, origin)
         if problems:  # everything `run` would refuse at start, not only the first
             raise ConfigError("; ".join(problems))

@@ -30,10 +30,25 @@ def ids(text: Optional[str]) -> List[str]:
     return [p.strip() for p in (text or "").split(",") if p.strip()]
 
 
-def registry() -> Any:
+def registry(config: Optional["Config"] = None) -> Any:
+    """The built-in checks, then the site's own (docs/site-checks.md) when ``config`` names a
+    site-check directory."""
     from checks.registry import ALL_CHECKS
 
-    return ALL_CHECKS
+    site_dir = config.site_checks.dir if config is not None else None
+    if not site_dir:
+        return ALL_CHECKS
+    from checks.site.loader import load_site_checks
+
+    return tuple(ALL_CHECKS) + tuple(load_site_checks(site_dir))
+
+
+def registry_for(args: Any) -> Any:
+    """`check` and `run`'s registry: with the config they evaluate (as cli.py's _evaluation
+    picks it: a bundle or tree without --config gets the defaults, so no site checks)."""
+    if args.config is None and (getattr(args, "bundle", None) or getattr(args, "host_root", None)):
+        return registry()
+    return registry(load_config(args.config)[0])
 
 
 def load_config(path: Optional[str]) -> Tuple["Config", Optional[str]]:

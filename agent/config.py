@@ -19,6 +19,7 @@ from agent.config_sections import (
     KubeConfig,
     NfdConfig,
     RunConfig,
+    SiteChecksConfig,
     TimeSyncConfig,
     ToolkitConfig,
     _Section,
@@ -54,6 +55,7 @@ class Config(_Section):
     kube: KubeConfig = KubeConfig()
     nfd: NfdConfig = NfdConfig()
     imex: ImexConfig = ImexConfig()  # checks/fabric/policy.py, docs/config.md
+    site_checks: SiteChecksConfig = SiteChecksConfig()  # docs/site-checks.md
     toolkit: ToolkitConfig = ToolkitConfig()  # toolkit-runtime-config, docs/config.md
 
 

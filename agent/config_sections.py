@@ -164,6 +164,20 @@ class NfdConfig(_Section):
     expiry: float = Field(default=3600.0, ge=60.0)
 
 
+class SiteChecksConfig(_Section):
+    """The site's own checks (docs/site-checks.md): executables in `dir`, run as checks.
+    Unset: none. Read when the command starts (a new file needs a restart, not SIGHUP)."""
+
+    dir: Optional[str] = None
+
+    @field_validator("dir")
+    @classmethod
+    def _absolute(cls, value: Optional[str]) -> Optional[str]:
+        _refuse("must be an absolute path" if value is not None and not value.startswith("/")
+                else None)
+        return value
+
+
 class RunConfig(_Section):
     """`gpu-node-agent run` (docs/metrics.md, docs/systemd.md)."""
 
