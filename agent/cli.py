@@ -86,6 +86,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     with open_host(args.host_root, args.bundle, config,
                    nvml_library=nvml_library_for(policy) if live else None) as opened:
         host = api.wrap(opened, config) if opened.is_live else opened
+        if opened.is_live:  # gpu-workload's action, where workload.paths opts the path in
+            from agent.host.workload import with_workload
+
+            with_workload(opened, config)
         try:
             results = Engine(checks).run(host, policy, only=only, skip=skip)
             report = build_report(

@@ -24,6 +24,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
     with open_host(args.host_root, None, config, nvml_library=library) as opened:
         try:
             host = api.wrap(opened, config) if opened.is_live else opened
+            if opened.is_live and getattr(args, "with_workload", False):
+                from agent.host.workload import with_workload
+
+                with_workload(opened, config, force=True)  # docs/workload.md
             target = collect(host, registry(config), out)
         finally:
             api.close()

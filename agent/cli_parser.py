@@ -76,6 +76,8 @@ def build_parser(
     col.add_argument("-o", "--output", metavar="DIR|FILE.tar.gz")
     col.add_argument("--config")
     col.add_argument("--host-root", metavar="DIR", type=_host_root, help=argparse.SUPPRESS)
+    col.add_argument("--with-workload", action="store_true",
+                     help="also run gpu-workload's GPU container and record it (docs/workload.md)")
     col.set_defaults(func=commands["collect"])
 
     exp = sub.add_parser(

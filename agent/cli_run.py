@@ -77,7 +77,12 @@ def host_opener(args: Any, gpus: Any, api: Any) -> Callable[[Generation], Contex
         elif args.host_root is not None:
             yield tree_host(args.host_root, gpus=gpus)
         else:
-            yield api.wrap(live_host(gen.config, gpus=gpus), gen.config)
+            from agent.host.workload import with_workload
+
+            # gpu-workload is bootstrap-only: its container runs in the first cycle (and
+            # after a reload), where workload.paths opts the path in (docs/workload.md).
+            host, _ = with_workload(live_host(gen.config, gpus=gpus), gen.config)
+            yield api.wrap(host, gen.config)
 
     return open_for
 

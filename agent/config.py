@@ -22,6 +22,7 @@ from agent.config_sections import (
     SiteChecksConfig,
     TimeSyncConfig,
     ToolkitConfig,
+    WorkloadConfig,
     _Section,
     listen_address_problem,
 )
@@ -55,8 +56,9 @@ class Config(_Section):
     kube: KubeConfig = KubeConfig()
     nfd: NfdConfig = NfdConfig()
     imex: ImexConfig = ImexConfig()  # checks/fabric/policy.py, docs/config.md
-    site_checks: SiteChecksConfig = SiteChecksConfig()  # docs/site-checks.md
     toolkit: ToolkitConfig = ToolkitConfig()  # toolkit-runtime-config, docs/config.md
+    site_checks: SiteChecksConfig = SiteChecksConfig()  # docs/site-checks.md
+    workload: WorkloadConfig = WorkloadConfig()  # docs/workload.md
 
 
 def _describe(exc: ValidationError) -> str:

@@ -225,6 +225,30 @@ class TimeSyncConfig(_Section):
         return self
 
 
+class WorkloadConfig(_Section):
+    """gpu-workload (docs/workload.md): a GPU container started through containerd, opt-in per
+    allocation path. Empty `paths` = never run."""
+
+    paths: List[AllocationPath] = []
+    # NVIDIA's CUDA base image carries no nvidia-smi itself: the NVIDIA Container Toolkit
+    # injects it (CDI spec / runtime hook), which is what this proves. Air-gapped hosts
+    # preload it (`ctr -n k8s.io images import`).
+    image: str = Field(default="nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04", min_length=1)
+    command: List[str] = Field(default=["nvidia-smi", "-L"], min_length=1)
+    # Absent image: `skip` instead of `fail`.
+    skip_if_image_missing: bool = False
+    # auto: CRI before the kubelet runs (no kubelet_socket), containerd's native API after.
+    route: Literal["auto", "cri", "native"] = "auto"
+    socket: str = "/run/containerd/containerd.sock"
+    kubelet_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
+    namespace: str = Field(default="gpu-node-agent", min_length=1)
+    cdi_device: str = Field(default="nvidia.com/gpu=all", min_length=1)
+    # `ctr` for the native route (shipped with containerd).
+    ctr: str = Field(default="ctr", min_length=1)
+    step_deadline_s: float = Field(default=60.0, gt=0.0, le=600.0)
+    cleanup_deadline_s: float = Field(default=30.0, gt=0.0, le=600.0)
+
+
 
 
 _HOST_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")

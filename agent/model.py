@@ -54,6 +54,8 @@ LATEST_POLICY_VERSION = 2
 
 FACT_NAMES: Tuple[str, ...] = (
     "pci_devices", "dev_nodes", "adjtimex", "node", "sticky", "resourceslices",
+    # gpu-workload's record (agent/host/workload.py): an action, run only where asked.
+    "workload",
 )
 
 

@@ -32,6 +32,10 @@ PROVIDES = {
 # Imported only inside try/except ImportError, with a documented fallback: not a dependency.
 OPTIONAL = {
     "cryptography",  # a client certificate's CN when installed (agent/kube/ falls back)
+    # gpu-workload's CRI route, the `[workload]` extra (agent/host/workload_cri.py): without
+    # it the record says `tool` and the check is unknown (docs/decisions.md).
+    "grpc",
+    "cri_api",
 }
 
 
