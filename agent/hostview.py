@@ -7,7 +7,7 @@ functions of what this protocol returns (docs/architecture.md). It lives in the 
 agent/model.py can type ``Check.run`` and the engine can pass a Host without knowing its wing.
 """
 from dataclasses import dataclass
-from typing import Any, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Collection, List, Optional, Protocol, Sequence, Tuple
 
 from agent.snapshot import GpuSnapshot
 
@@ -92,4 +92,27 @@ class HostView(Protocol):
     def hostname(self) -> Optional[str]: ...
 
 
-__all__ = ["CommandResult", "HostView"]
+class FactOverlay:
+    """A host whose facts ``names`` are asked of ``source`` first (its answer None: the host's
+    own); every other attribute is the host's. The composition root puts the Kubernetes API's
+    facts in front of a live host this way (agent/kube/facts.py), and `run` its XID monitor's
+    sticky faults (agent/daemon/inputs.py), without either knowing the other."""
+
+    def __init__(self, host: Any, names: Collection[str], source: Callable[[str], Any]) -> None:
+        # Prefixed: __getattr__ hands every other name to the host, these must not shadow one.
+        self._gna_host = host
+        self._gna_names = frozenset(names)
+        self._gna_source = source
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._gna_host, name)
+
+    def fact(self, name: str) -> Any:
+        if name in self._gna_names:
+            value = self._gna_source(name)
+            if value is not None:
+                return value
+        return self._gna_host.fact(name)
+
+
+__all__ = ["CommandResult", "FactOverlay", "HostView"]

@@ -3,6 +3,7 @@ configuration at a time, and where each cycle's host comes from."""
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, List, Optional, Protocol
 
+from agent.hostview import FactOverlay
 from agent.outputs.webconfig import WebConfig
 
 
@@ -73,22 +74,13 @@ class Source:
     gpus: Any = None
 
 
-class StickyFromMemory:
+def sticky_from_memory(host: Any, monitor: Any) -> FactOverlay:
     """The live host, with the sticky-fault fact taken from the XID monitor's memory: a fatal
     fault closes the gate at the next cycle even when the state file could not be written
     (read-only or full state directory); the file is only its copy across restarts."""
 
-    def __init__(self, host: Any, monitor: Any) -> None:
-        self._gna_host = host
-        self._gna_monitor = monitor
+    def view(_name: str) -> Any:
+        memory = getattr(monitor, "view", None)
+        return memory() if memory is not None else None
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._gna_host, name)
-
-    def fact(self, name: str) -> Any:
-        if name == "sticky":
-            view = getattr(self._gna_monitor, "view", None)
-            state = view() if view is not None else None
-            if state is not None:
-                return state
-        return self._gna_host.fact(name)
+    return FactOverlay(host, ("sticky",), view)

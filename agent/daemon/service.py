@@ -20,7 +20,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional
 
 from agent.daemon.cycle import cycle_snapshot, cycle_xid_counts, log_changes
 from agent.daemon.driver import DriverWatch
-from agent.daemon.inputs import DaemonConfig, Generation, Source, StickyFromMemory
+from agent.daemon.inputs import DaemonConfig, Generation, Source, sticky_from_memory
 from agent.daemon.parts import (
     Clock,
     OutputPump,
@@ -151,7 +151,7 @@ class Daemon(ProcessShell):
     @contextlib.contextmanager
     def _open_host(self) -> Iterator[Any]:
         with self.source.open_host(self.gen) as host:
-            yield host if self.xid_monitor is None else StickyFromMemory(host, self.xid_monitor)
+            yield host if self.xid_monitor is None else sticky_from_memory(host, self.xid_monitor)
 
     # -- one cycle -----------------------------------------------------------------------
     def run_cycle(self, intervals: Sequence[Interval]) -> Report:

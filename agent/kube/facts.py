@@ -21,6 +21,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from agent.hostview import FactOverlay
 from agent.kube.errors import ApiError, Unreachable
 from agent.kube.kubeconfig import KubeconfigError
 from agent.kube.session import KubeSession
@@ -91,24 +92,7 @@ class KubeFacts:
         self.session.close()
 
 
-class ApiFactsHost:
-    """A Host with the API facts in front of its own fact source; every other attribute is
-    the Host's (the daemon's sticky-fault view, agent/daemon/service.py, wraps the same way)."""
-
-    def __init__(self, host: Any, api: KubeFacts) -> None:
-        self._gna_host = host
-        self._gna_api = api
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._gna_host, name)
-
-    def fact(self, name: str) -> Any:
-        if name in KUBE_FACTS:
-            return self._gna_api.fact(name)
-        return self._gna_host.fact(name)
-
-
 def with_kube_facts(host: Any, api: KubeFacts) -> Any:
     """``host`` with the API facts ``api`` (the process's KubeFacts over its one session,
     kept by agent/cli_kube.py) answering `node`, `runtimeclasses` and `resourceslices`."""
-    return ApiFactsHost(host, api)
+    return FactOverlay(host, KUBE_FACTS, api.fact)
