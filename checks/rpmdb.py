@@ -116,6 +116,13 @@ def installed_versions(data: bytes, packages: Iterable[str]) -> Dict[str, Tuple[
     (the bytes of an rpmdb.sqlite). Raises RpmDbError when it cannot be read."""
     if not data.startswith(SQLITE_HEADER):
         raise RpmDbError("not an SQLite 3 database (no 'SQLite format 3' header)")
+    if data[18:20] == b"\x02\x02":
+        # A WAL-mode database (rpm's default: lib/backend/sqlite.c sets journal_mode WAL) read
+        # from a private copy: marking the copy rollback-journal (file format bytes 18-19, 1 =
+        # legacy; sqlite.org "Database File Format" 1.3) lets SQLite read it without the -shm
+        # and -wal files. Transactions still only in -wal are not seen: rpm checkpoints them
+        # into the file when its last connection closes.
+        data = data[:18] + b"\x01\x01" + data[20:]
     wanted = frozenset(packages)
     workdir = None if hasattr(sqlite3.Connection, "deserialize") else tempfile.mkdtemp(
         prefix="gna-rpmdb-")

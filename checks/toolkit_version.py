@@ -4,7 +4,7 @@ policy's security floor.
 Versions compare with pre-releases below their release (checks/toolkit_release.py).
 """
 import re
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from checks.base import (
     ALL_PATHS,
@@ -133,7 +133,9 @@ def _operator_version(
     return parse_version(m.group(1) if m else None), " ".join(argv), None
 
 
-def _floor_outcome(version: Version, policy: ResolvedPolicy, details: dict) -> Optional[Outcome]:
+def _floor_outcome(
+    version: Version, policy: ResolvedPolicy, details: Dict[str, Any]
+) -> Optional[Outcome]:
     hits = below_floor(version, policy)
     if not hits:
         return None
