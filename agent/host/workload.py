@@ -56,16 +56,19 @@ def choose_route(spec: WorkloadSpec) -> str:
 def run_workload(spec: WorkloadSpec,
                  routes: Optional[Dict[str, Callable[[], WorkloadRoute]]] = None) -> Dict[str, Any]:
     route = choose_route(spec)
-    if routes is None:
-        from agent.host.workload_cri import CriRoute
-        from agent.host.workload_native import NativeRoute
-
-        routes = {"cri": CriRoute, "native": NativeRoute}
     if not os.path.exists(spec.socket):
         attempt = Attempt(spec, route)
         attempt.fail("runtime", f"containerd socket {spec.socket} not found")
         return attempt.record()
-    return routes[route]().run(spec)
+    if routes is not None:
+        return routes[route]().run(spec)
+    if route == "cri":
+        from agent.host.workload_cri import CriRoute
+
+        return CriRoute().run(spec)
+    from agent.host.workload_native import NativeRoute
+
+    return NativeRoute().run(spec)
 
 
 class WorkloadFacts:

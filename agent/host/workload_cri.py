@@ -111,6 +111,10 @@ class CriRoute:
             sandbox = rt.RunPodSandbox(req, timeout=t).pod_sandbox_id
             step = "create"
             extra: Dict[str, Any] = {}
+            if spec.mode == "handler":
+                # What the NVIDIA device plugin's Allocate answers (envs), which the nvidia
+                # runtime reads (NVIDIA/k8s-device-plugin, nvidia-container-toolkit docs).
+                extra["envs"] = [cri.KeyValue(key="NVIDIA_VISIBLE_DEVICES", value="all")]
             if spec.mode == "cdi":
                 extra["CDI_devices"] = [cri.CDIDevice(name=spec.cdi_device)]
                 extra["annotations"] = {"cdi.k8s.io/gpu-node-agent": spec.cdi_device}
