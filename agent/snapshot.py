@@ -102,6 +102,16 @@ class MigRecord(_MigRequired, total=False):
     devices: List[MigDevice]
 
 
+class PowerLimitRecord(TypedDict):
+    limit_mw: int
+    enforced_mw: int
+
+
+class ApplicationsClocksRecord(TypedDict):
+    graphics_mhz: int
+    memory_mhz: int
+
+
 class FabricRecord(TypedDict):
     state: str
     status: str
@@ -121,6 +131,10 @@ class GpuRecord(_GpuRequired, total=False):
     uuid: Optional[str]
     name: Optional[str]
     pci_bus_id: Optional[str]
+    pci_device_id: Optional[int]
+    board_part_number: Optional[str]
+    vbios_version: Optional[str]
+    inforom_image_version: Optional[str]
     memory: Optional[MemoryRecord]
     temperature: Optional[TemperatureRecord]
     ecc: Optional[EccRecord]
@@ -131,6 +145,8 @@ class GpuRecord(_GpuRequired, total=False):
     mig: Optional[MigRecord]
     fabric: Optional[FabricRecord]
     persistence_mode: Optional[bool]
+    power_limit: Optional[PowerLimitRecord]
+    applications_clocks: Optional[ApplicationsClocksRecord]
 
 
 class _SnapshotRequired(TypedDict):
@@ -155,8 +171,8 @@ class GpuSnapshot(_SnapshotRequired, total=False):
 
 
 __all__ = [
-    "ClockEventReasons", "EccCounters", "EccRecord", "FabricRecord",
+    "ApplicationsClocksRecord", "ClockEventReasons", "EccCounters", "EccRecord", "FabricRecord",
     "GpuRecord", "GpuSnapshot", "MemoryRecord", "MigDevice", "MigRecord", "NvLinkRecord",
-    "NvLinkState", "NvmlError", "PcieRecord", "RemappedRowsRecord", "TemperatureRecord",
-    "WorkerInfo",
+    "NvLinkState", "NvmlError", "PcieRecord", "PowerLimitRecord", "RemappedRowsRecord",
+    "TemperatureRecord", "WorkerInfo",
 ]

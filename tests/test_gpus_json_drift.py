@@ -15,9 +15,10 @@ import pytest
 from tests.conftest import BUNDLES
 from tests.fixtures.families.fabric import CASES as FABRIC_CASES
 from tests.fixtures.families.fabric import scenario as fabric_scenario
-from tests.fixtures.families.imex import scenario as imex_scenario
 from tests.fixtures.families.gpu import CHECK_CASES, MALFORMED, snapshot
+from tests.fixtures.families.imex import scenario as imex_scenario
 from tests.fixtures.families.mig import MIG_CASES, MIG_MALFORMED
+from tests.fixtures.families.sku import SKU_CASES, SKU_MALFORMED
 from tests.nvml_sim import simlib
 
 pytestmark = pytest.mark.integration
@@ -66,12 +67,16 @@ WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
         ("imex-conflict", [7, 7, 7, 7]), ("imex-policy-v1", [7, 7, 7, 7]),
         ("imex-channel-node-mismatch", [7, 7, 7, 7]), ("imex-service-not-recorded", [7, 7, 7, 7]),
         ("imex-clique-mismatch", [7, 7, 9, 9]), ("imex-absent", None))},
+    # The gpu-sku bundles (families/sku.py), each from its scenario.
+    **{name: (scenario, True, None) for name, scenario, _, _ in SKU_CASES},
 }
 # The worker's healthy snapshot with one value set to a wrong type after it wrote it
 # (families/gpu.py MALFORMED): the rest must still be the worker's.
 EDITED = {name: (where, value) for name, where, value in MALFORMED}
 # The same for the 7 x 1g.10gb MIG snapshot (gpu-mig-enabled's).
 EDITED_MIG = {name: (where, value) for name, where, value, _ in MIG_MALFORMED}
+# The same for the real H100's figures (sku-8xh100-sxm.json, gpu-sku-h100-sxm-pass's).
+EDITED_SKU = {name: (where, value) for name, where, value, _ in SKU_MALFORMED}
 DERIVED = {"full-device-plugin-path": "gpu-h100-snapshot-only", "full-healthy-dra": "gpu-h100-snapshot-only",
            "demo-ready": "gpu-h100-snapshot-only", "demo-kubelet-too-old": "gpu-h100-snapshot-only"}
 # The sharing family (families/sharing.py) copies gpu-h100-snapshot-only's snapshot verbatim.
@@ -118,10 +123,11 @@ def _first_difference(a: Any, b: Any, where: str = "") -> Optional[str]:
 def test_every_committed_gpus_json_is_covered_by_this_drift_check():
     on_disk = sorted(p.parent.name for p in BUNDLES.glob("*/gpus.json"))
     uncovered = [n for n in on_disk if n not in WORKER_BUNDLES and n not in DERIVED
-                 and n not in EDITED and n not in EDITED_MIG
+                 and n not in EDITED and n not in EDITED_MIG and n not in EDITED_SKU
                  and not n.startswith(HAND_WRITTEN_PREFIX)]
     assert uncovered == []
-    assert sorted(set(WORKER_BUNDLES) | set(DERIVED) | set(EDITED) | set(EDITED_MIG)) == sorted(
+    assert sorted(set(WORKER_BUNDLES) | set(DERIVED) | set(EDITED) | set(EDITED_MIG)
+                  | set(EDITED_SKU)) == sorted(
         n for n in on_disk if not n.startswith(HAND_WRITTEN_PREFIX))
 
 
@@ -146,10 +152,11 @@ def test_composed_bundles_carry_the_healthy_snapshot(bundle):
     assert _first_difference(derived, rewritten) is None
 
 
-@pytest.mark.parametrize("bundle", sorted(EDITED) + sorted(EDITED_MIG))
+@pytest.mark.parametrize("bundle", sorted(EDITED) + sorted(EDITED_MIG) + sorted(EDITED_SKU))
 def test_edited_bundles_differ_from_the_healthy_snapshot_in_their_one_value(bundle):
-    where, value = EDITED[bundle] if bundle in EDITED else EDITED_MIG[bundle]
-    source = "gpu-h100-snapshot-only" if bundle in EDITED else "gpu-mig-enabled"
+    where, value = {**EDITED, **EDITED_MIG, **EDITED_SKU}[bundle]
+    source = ("gpu-h100-snapshot-only" if bundle in EDITED else
+              "gpu-mig-enabled" if bundle in EDITED_MIG else "gpu-sku-h100-sxm-pass")
     healthy = json.loads((BUNDLES / source / "gpus.json").read_text())
     edited = json.loads((BUNDLES / bundle / "gpus.json").read_text())
     node: Any = edited

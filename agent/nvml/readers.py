@@ -214,11 +214,31 @@ def _memory(handle: Any) -> Dict[str, Any]:
     return {"total_bytes": int(mem.total), "used_bytes": int(mem.used)}
 
 
+def _power_limit(handle: Any) -> Dict[str, Any]:
+    """Milliwatts (nvml.h): the limit set (`nvidia-smi -q` "Requested Power Limit") and the one
+    the driver enforces after every other limiter ("Current Power Limit")."""
+    return {"limit_mw": int(pynvml.nvmlDeviceGetPowerManagementLimit(handle)),
+            "enforced_mw": int(pynvml.nvmlDeviceGetEnforcedPowerLimit(handle))}
+
+
+def _applications_clocks(handle: Any) -> Dict[str, Any]:
+    # Deprecated in CUDA 13's nvml.h (removal announced for 14.0): a driver that drops it
+    # answers an error, recorded in errors["applications_clocks"] like any other.
+    clock = pynvml.nvmlDeviceGetApplicationsClock
+    return {"graphics_mhz": int(clock(handle, pynvml.NVML_CLOCK_GRAPHICS)),
+            "memory_mhz": int(clock(handle, pynvml.NVML_CLOCK_MEM))}
+
+
 # Field name -> reader. A failing reader sets the field to None and records errors[field].
 FIELDS: Tuple[Tuple[str, Callable[[Any], Any]], ...] = (
     ("uuid", lambda h: as_text(pynvml.nvmlDeviceGetUUID(h))),
     ("name", lambda h: as_text(pynvml.nvmlDeviceGetName(h))),
     ("pci_bus_id", lambda h: as_text(pynvml.nvmlDeviceGetPciInfo(h).busId)),
+    # nvmlPciInfo_t.pciDeviceId: device id in the upper 16 bits, vendor (0x10DE) in the lower.
+    ("pci_device_id", lambda h: int(pynvml.nvmlDeviceGetPciInfo(h).pciDeviceId)),
+    ("board_part_number", lambda h: as_text(pynvml.nvmlDeviceGetBoardPartNumber(h))),
+    ("vbios_version", lambda h: as_text(pynvml.nvmlDeviceGetVbiosVersion(h))),
+    ("inforom_image_version", lambda h: as_text(pynvml.nvmlDeviceGetInforomImageVersion(h))),
     ("memory", _memory),
     ("temperature", _temperature),
     ("ecc", _ecc),
@@ -230,6 +250,8 @@ FIELDS: Tuple[Tuple[str, Callable[[Any], Any]], ...] = (
     ("fabric", _fabric),
     ("persistence_mode",
      lambda h: pynvml.nvmlDeviceGetPersistenceMode(h) == pynvml.NVML_FEATURE_ENABLED),
+    ("power_limit", _power_limit),
+    ("applications_clocks", _applications_clocks),
 )
 
 

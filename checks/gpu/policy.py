@@ -5,9 +5,10 @@ without the section still validates. checks.policy.Policy carries it as ``policy
 """
 from typing import List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent.model import PATHS
+from checks.gpu.sku_table import NAMES
 
 
 class _Strict(BaseModel):
@@ -56,6 +57,62 @@ class MigPolicy(_Strict):
     strategy_paths: List[str] = list(PATHS)
 
 
+class Bounds(_Strict):
+    """Inclusive bounds; an unset side is not judged."""
+
+    min: Optional[float] = Field(default=None, ge=0)
+    max: Optional[float] = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Bounds":
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min:g} is above max {self.max:g}")
+        return self
+
+
+class ClockBounds(_Strict):
+    graphics: Bounds = Bounds()
+    memory: Bounds = Bounds()
+
+
+class SkuProduct(_Strict):
+    """One product a site runs, as gpu-sku pins it (docs/config.md "Pinning the GPU SKU").
+    Every field but ``product`` is optional: unset = not judged."""
+
+    # The pci.ids device name (checks/gpu/sku_table.py PRODUCTS), e.g. "H100 SXM5 80GB".
+    product: str
+    # Framebuffer MiB as NVML reports it; unset = the table's figure for the product, if any.
+    memory_mib_min: Optional[int] = Field(default=None, ge=0)
+    vbios_allowed: List[str] = []
+    inforom_allowed: List[str] = []
+    # NVLinks NVML reports per GPU (0 = a GPU without NVLink).
+    nvlink_links: Optional[int] = Field(default=None, ge=0)
+    # The enforced power limit (nvmlDeviceGetEnforcedPowerLimit), in watts.
+    power_limit_w: Bounds = Bounds()
+    applications_clocks_mhz: ClockBounds = ClockBounds()
+
+    @field_validator("product")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in NAMES:
+            raise ValueError(f"unknown product {value!r} (checks/gpu/sku_table.py names: "
+                             + ", ".join(sorted(NAMES)) + ")")
+        return value
+
+
+class SkuPolicy(_Strict):
+    # The products this site runs; [] = nothing pinned (gpu-sku is not applicable).
+    products: List[SkuProduct] = []
+
+    @model_validator(mode="after")
+    def _unique(self) -> "SkuPolicy":
+        names = [p.product for p in self.products]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"product {twice[0]!r} is pinned twice")
+        return self
+
+
 class GpuPolicy(_Strict):
     ecc: EccPolicy = EccPolicy()
     row_remap: RemapPolicy = RemapPolicy()
@@ -63,3 +120,4 @@ class GpuPolicy(_Strict):
     pcie: PciePolicy = PciePolicy()
     fabric: FabricPolicy = FabricPolicy()
     mig: MigPolicy = MigPolicy()
+    sku: SkuPolicy = SkuPolicy()

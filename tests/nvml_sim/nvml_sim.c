@@ -271,6 +271,58 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
     return NVML_SUCCESS;
 }
 
+/* Board identity and firmware (nvml.h "Device Queries"): a field the scenario leaves out
+ * answers NOT_SUPPORTED, as nvml.h says for a device without an infoROM or an unfilled VBIOS
+ * field; the buffers are NVML_DEVICE_*_BUFFER_SIZE long (INSUFFICIENT_SIZE below that). */
+static nvmlReturn_t copy_field(unsigned int gpu, const char *key, char *dst, unsigned int len) {
+    jm_node *n = field(gpu, key);
+    if (!n || n->type != JM_STR) return NVML_ERROR_NOT_SUPPORTED;
+    return copy_str(dst, len, n->str);
+}
+
+nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t device, char *partNumber, unsigned int length) {
+    DEV_CALL("nvmlDeviceGetBoardPartNumber", device);
+    return copy_field(gi, "board_part_number", partNumber, length);
+}
+
+nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *version, unsigned int length) {
+    DEV_CALL("nvmlDeviceGetVbiosVersion", device);
+    return copy_field(gi, "vbios_version", version, length);
+}
+
+nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char *version, unsigned int length) {
+    DEV_CALL("nvmlDeviceGetInforomImageVersion", device);
+    return copy_field(gi, "inforom_image_version", version, length);
+}
+
+/* Power limits in milliwatts; absent = NOT_SUPPORTED (nvml.h: power management not supported). */
+static nvmlReturn_t uint_field(unsigned int gpu, const char *key, unsigned int *out) {
+    jm_node *n = field(gpu, key);
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!n || n->type != JM_NUM) return NVML_ERROR_NOT_SUPPORTED;
+    *out = (unsigned int)n->num;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit) {
+    DEV_CALL("nvmlDeviceGetPowerManagementLimit", device);
+    return uint_field(gi, "power_limit_mw", limit);
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit) {
+    DEV_CALL("nvmlDeviceGetEnforcedPowerLimit", device);
+    return uint_field(gi, field(gi, "power_enforced_mw") ? "power_enforced_mw" : "power_limit_mw", limit);
+}
+
+nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, nvmlClockType_t clockType,
+                                            unsigned int *clockMHz) {
+    DEV_CALL("nvmlDeviceGetApplicationsClock", device);
+    const char *key = clockType == NVML_CLOCK_GRAPHICS ? "app_clock_graphics_mhz"
+                    : clockType == NVML_CLOCK_MEM ? "app_clock_memory_mhz" : NULL;
+    if (!key) return NVML_ERROR_NOT_SUPPORTED;  /* SM and video: not simulated */
+    return uint_field(gi, key, clockMHz);
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
     DEV_CALL("nvmlDeviceGetMemoryInfo", device);
     memory->total = (unsigned long long)num(gi, "memory_total_bytes", 0);

@@ -126,7 +126,8 @@ def test_the_typed_records_have_the_documented_shape_of_each_field():
     # Every record-typed field is one the page gives a shape, and the other way round.
     typed = {key for key, hint in hints.items() if _inner(hint) is not None} - {"error"}
     assert shaped == typed == {"memory", "temperature", "ecc", "remapped_rows",
-                               "clock_event_reasons", "pcie", "nvlink", "mig", "fabric"}
+                               "clock_event_reasons", "pcie", "nvlink", "mig", "fabric",
+                               "power_limit", "applications_clocks"}
     worker = re.search(r"^\| `worker` \|.*$", DOC, flags=re.M).group(0)
     assert _record_keys(WorkerInfo) == set(re.findall(r'"([a-z_]+)"', worker)) == {"pid", "wall_s"}
 
