@@ -13,6 +13,7 @@ from agent.model import LATEST_POLICY_VERSION
 from agent.safeio.yamlio import safe_load
 from checks.allocation.policy import SharingPolicy
 from checks.containerd.policy import ContainerdPolicy
+from checks.driver.policy import OpenModulePolicy
 from checks.fabric.policy import ImexPolicy
 from checks.gpu.policy import GpuPolicy
 from checks.operator.policy import OperatorPolicy
@@ -42,6 +43,8 @@ class DriverPolicy(_Strict):
     branches: Dict[int, BranchInfo] = {}
     warn_past_end_of_life_paths: List[str] = []
     managed_by_operator: bool = False
+    # GPUs that need NVIDIA's open kernel module (driver-open-module; checks/driver/policy.py).
+    require_open_module: OpenModulePolicy = OpenModulePolicy()
 
 
 class SecurityBound(_Strict):

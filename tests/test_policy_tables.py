@@ -217,6 +217,48 @@ def test_r535_after_its_end_of_life_warns_only_on_device_plugin(tmp_path, path, 
     assert out.status == status, out.summary
 
 
+# -- driver rows, policy version 2 ----------------------------------------------------------
+# NVIDIA "Driver Lifecycle": an ended branch gets no fixes on any path, so version 2 warns on
+# every path; version 1's single device-plugin row above is unchanged.
+@pytest.mark.parametrize("path", PATHS, ids=[f"v2-eol-warns[{p}]" for p in PATHS])
+def test_v2_r535_after_its_end_of_life_warns_on_every_path_it_meets(tmp_path, path):
+    assert load_policy(2).driver.warn_past_end_of_life_paths == list(PATHS)
+    out = DRIVER_BRANCH.run(_driver_host(tmp_path, "535.247.01"),
+                            ResolvedPolicy(load_policy(2), path, today=datetime.date(2026, 7, 1)))
+    # R535 is below the dra (565) and operator-gpucluster (580) minimums: those still fail.
+    expected = Status.FAIL if EXPECTED_DRIVER_MINIMUM[path] > 535 else Status.WARN
+    assert out.status == expected, out.summary
+
+
+def test_v2_keeps_version_1_driver_minimums_and_lifecycle():
+    v2 = load_policy(2).driver
+    assert v2.minimum_branch == EXPECTED_DRIVER_MINIMUM
+    assert set(v2.branches) == set(EXPECTED_BRANCHES)
+
+
+# Blackwell and Grace Hopper need the open kernel module (NVIDIA Technical Blog, "NVIDIA
+# Transitions Fully Towards Open-Source GPU Kernel Modules"); ids from pci.ids (vendor 10de).
+EXPECTED_OPEN_MODULE_PCI_IDS = {
+    "10de:2901", "10de:2909", "10de:2920", "10de:2941", "10de:29bc",  # GB100/GB102: B100/B200/GB200
+    "10de:3182", "10de:31a1", "10de:31c2", "10de:31c3",  # GB110: B300, GB300
+    "10de:2342", "10de:2348",  # GH100: GH200
+    "10de:2bb5",  # GB202GL: RTX PRO 6000 Blackwell Server Edition
+}
+
+
+def test_open_module_rows_per_version():
+    assert load_policy(1).driver.require_open_module.products == []
+    assert load_policy(1).driver.require_open_module.pci_device_ids == []
+    v2 = load_policy(2).driver.require_open_module
+    assert set(v2.pci_device_ids) == EXPECTED_OPEN_MODULE_PCI_IDS
+    assert v2.names_product("NVIDIA B200") and v2.names_product("NVIDIA B300 SXM6 AC")
+    assert v2.names_product("NVIDIA GH200 480GB")
+    # Hopper, Ampere and Turing run either module: none of their names is held to it.
+    for name in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "Tesla T4",
+                 "NVIDIA B2000"):
+        assert not v2.names_product(name), name
+
+
 # -- toolkit rows -----------------------------------------------------------------------------
 CTK = ("nvidia-ctk", "--version")
 

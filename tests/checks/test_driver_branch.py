@@ -13,7 +13,9 @@ from tests.conftest import bundle, run_cli
     "name, path, check_id, status, needle",
     [
         ("host-driver-560", "dra", "driver-branch", "fail", "below the dra minimum R565"),
-        ("host-driver-565-open", "dra", "driver-branch", "pass", "565.57.01 (open module)"),
+        # R565 is a feature branch NVIDIA lists as ended: policy version 2 (the default) warns
+        # on every path (version 1 passed it on dra: test_eol_branch_warns_per_policy_version).
+        ("host-driver-565-open", "dra", "driver-branch", "warn", "565.57.01 (open module), R565 new feature branch: past NVIDIA's end of life"),
         ("host-driver-565-open", "operator-gpucluster", "driver-branch", "fail", "below the operator-gpucluster minimum R580"),
         ("host-jetson", "dra", "driver-branch", "unknown", "Jetson/L4T"),
     ],
@@ -28,8 +30,7 @@ def test_driver_branch_details_name_the_branch_kind():
     assert (details["branch"], details["branch_kind"], details["flavor"]) == (580, "ltsb", "proprietary")
 
 
-def test_eol_branch_warns_on_device_plugin_only(tmp_path):
-    # 570 is a production branch whose end of life (2026-02) is in policy_v1.yaml.
+def _branch_570(tmp_path):
     import shutil
 
     src = tmp_path / "b"
@@ -39,12 +40,30 @@ def test_eol_branch_warns_on_device_plugin_only(tmp_path):
     lib = src / "root/usr/lib/x86_64-linux-gnu"
     (lib / "libnvidia-ml.so.1").unlink()
     (lib / "libnvidia-ml.so.1").symlink_to("libnvidia-ml.so.570.195.03")
-    dp = run_cli(["check", "--bundle", str(src), "--path", "device-plugin", "--only", "driver-branch", "--format", "json"])
-    dra = run_cli(["check", "--bundle", str(src), "--path", "dra", "--only", "driver-branch", "--format", "json"])
-    by_id = lambda r: {c["id"]: c for c in r.json()["checks"]}  # noqa: E731
-    assert by_id(dp)["driver-branch"]["status"] == "warn"
-    assert "end of life" in by_id(dp)["driver-branch"]["summary"]
-    assert by_id(dra)["driver-branch"]["status"] == "pass"
+    return src
+
+
+@pytest.mark.parametrize("pin, warned_on", [
+    # policy version 1: the device-plugin row alone ("535, warn past NVIDIA's end of life")
+    ("policy_version: 1\n", {"device-plugin"}),
+    # policy version 2 (the default): an ended branch gets no security fixes on any path
+    ("", {"device-plugin", "dra", "operator-clusterpolicy", "operator-gpucluster"}),
+])
+def test_eol_branch_warns_per_policy_version(tmp_path, pin, warned_on):
+    # 570 is a production branch whose end of life (2026-02-28) is in policy_v1.yaml; it meets
+    # every path's minimum but operator-gpucluster's (580), where it fails whatever the version.
+    src = _branch_570(tmp_path)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(pin or "{}\n")
+    for path in ("device-plugin", "dra", "operator-clusterpolicy"):
+        res = run_cli(["check", "--config", str(cfg), "--bundle", str(src), "--path", path,
+                       "--only", "driver-branch", "--format", "json"])
+        (got,) = res.json()["checks"]
+        if path in warned_on:
+            assert (got["status"], got["code"]) == ("warn", "branch-past-end-of-life"), path
+            assert "past NVIDIA's end of life (2026-02-28)" in got["summary"]
+        else:
+            assert got["status"] == "pass", (path, got["summary"])
 
 
 @pytest.mark.parametrize("name, path, code", [
