@@ -34,6 +34,7 @@ MODULE_COMPONENTS: Dict[str, List[str]] = {
     "test_nvml_collect.py": ["nvml-sim"],
     "test_nvml_mig.py": ["nvml-sim"],
     "test_nvml_scenarios.py": ["nvml-sim"],
+    "test_nvml_sku.py": ["nvml-sim"],
     "test_nvml_umockdev.py": ["nvml-sim"],
     "test_nvml_worker.py": ["nvml-sim"],
     "test_xid_nvml_events.py": ["nvml-sim"],
