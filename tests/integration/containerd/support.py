@@ -140,9 +140,10 @@ class Daemon:
             time.sleep(0.1)
         raise RuntimeError(f"containerd did not come up in {timeout}s: {self.log_tail()}")
 
-    def ctr(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    def ctr(self, *args: str, timeout: float = 60.0,
+            namespace: str = "k8s.io") -> subprocess.CompletedProcess:
         ctr = str(Path(self.binary).with_name("ctr"))
-        return subprocess.run([ctr, "--address", str(self.socket), "-n", "k8s.io", *args],
+        return subprocess.run([ctr, "--address", str(self.socket), "-n", namespace, *args],
                               capture_output=True, text=True, timeout=timeout)
 
     def log_tail(self, n: int = 2000) -> str:
