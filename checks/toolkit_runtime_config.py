@@ -25,8 +25,8 @@ set here as ``toolkit.device_list_strategy`` in the agent config. The rules
 from typing import Any, Dict, Optional
 
 from checks.base import (
-    ALL_PATHS,
     DRA_PATHS,
+    RUNTIME_HANDLER_PATHS,
     Check,
     Failure,
     HostView,
@@ -131,7 +131,8 @@ TOOLKIT_RUNTIME_CONFIG = Check(
     id="toolkit-runtime-config",
     title="NVIDIA Container Runtime config matches the device plugin's device-list strategy",
     severity=Severity.CRITICAL,
-    gates=ALL_PATHS,
+    # It runs on every path and gates the device-plugin ones: on DRA paths it only reports.
+    gates=RUNTIME_HANDLER_PATHS,
     interval=Interval.BOOTSTRAP,
     remediation=(
         "Make /etc/nvidia-container-runtime/config.toml serve the device plugin's "
