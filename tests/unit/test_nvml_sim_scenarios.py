@@ -28,6 +28,12 @@ def test_healthy_h100_scenario_matches_nvidias_mock_profile():
     assert d["nvlink_links"] == profile["nvlink"]["links_per_gpu"]
     assert d["pci_device_id"] == dev["pci"]["device_id"]
     assert bool(d["persistence_mode"]) is (dev["persistence_mode"] == "enabled")
+    assert (d["board_part_number"], d["vbios_version"], d["inforom_image_version"]) == (
+        dev["board_part_number"], dev["vbios_version"], dev["inforom"]["image_version"])
+    assert (d["power_limit_mw"], d["power_enforced_mw"]) == (
+        dev["power"]["default_limit_mw"], dev["power"]["enforced_limit_mw"])
+    assert (d["app_clock_graphics_mhz"], d["app_clock_memory_mhz"]) == (
+        dev["clocks"]["graphics_app"], dev["clocks"]["memory_app"])
     for i, want in enumerate(profile["devices"]):
         assert simlib.field(doc, i, "uuid") == want["uuid"]
         # NVML prints an 8-digit PCI domain where the profile writes 4.
