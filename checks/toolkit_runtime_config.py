@@ -35,6 +35,7 @@ from checks.base import (
     Severity,
     Status,
     failed,
+    input_missing,
     passed,
     skipped,
     unknown,
@@ -112,6 +113,9 @@ def _runtime_config(host: HostView, policy: ResolvedPolicy) -> Outcome:
             isinstance(found[k], bool) for k in (ENVVAR_KEY, MOUNTS_KEY)):
         return unknown(f"{CONFIG}: mode must be a string and the accept-* keys booleans",
                        code=INVALID, config=CONFIG)
+    if policy.path in DRA_PATHS and text is None:
+        return input_missing(f"no {CONFIG}: on the {policy.path} path containerd injects the "
+                             f"DRA driver's CDI devices itself", config=CONFIG)
     if policy.path in DRA_PATHS:
         return passed(f"runtime mode {found['mode']!r} ({where}): on the {policy.path} path "
                       f"containerd injects the DRA driver's CDI devices itself, so the mode "
@@ -120,6 +124,11 @@ def _runtime_config(host: HostView, policy: ResolvedPolicy) -> Outcome:
     verdict = _judge(found, strategy, where)
     if verdict is not None:
         return verdict
+    if text is None:
+        # The toolkit's packages write the file at install (`nvidia-ctk config default`):
+        # its absence is no evidence the runtime is set up, only that the defaults would do.
+        return input_missing(f"{where} serve the device plugin's deviceListStrategy "
+                             f"{strategy}; nothing on the host to judge", config=CONFIG)
     return passed(f"runtime mode {found['mode']!r}, {ENVVAR_KEY} = "
                   f"{str(found[ENVVAR_KEY]).lower()}, {MOUNTS_KEY} = "
                   f"{str(found[MOUNTS_KEY]).lower()} ({where}) serve the device plugin's "

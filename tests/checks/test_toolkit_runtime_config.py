@@ -15,8 +15,9 @@ CHECK = "toolkit-runtime-config"
 @pytest.mark.parametrize("name, path, expected", [
     ("toolkit-runtime-config-default", "device-plugin", ("pass", None)),
     ("toolkit-runtime-config-default", "dra", ("pass", None)),
-    # No config.toml at all: the toolkit's defaults serve the envvar strategy.
-    ("host-foundation-only", "device-plugin", ("pass", None)),
+    # No config.toml at all: the defaults would serve envvar, but nothing is there to judge.
+    ("host-foundation-only", "device-plugin", ("skip", None)),
+    ("host-foundation-only", "dra", ("skip", None)),
     ("toolkit-runtime-config-envvar-refused", "device-plugin",
      ("fail", "toolkit-runtime-envvar-refused")),
     ("toolkit-runtime-config-envvar-refused", "operator-clusterpolicy",
@@ -62,6 +63,18 @@ def test_a_cdi_strategy_is_served_by_any_mode(tmp_path):
                    str(config), "--path", "device-plugin", "--only", CHECK, "--format", "json"])
     got = res.json()["checks"][0]
     assert got["status"] == "pass" and "deviceListStrategy cdi-cri" in got["summary"]
+
+
+def test_no_config_fails_a_strategy_the_defaults_refuse(tmp_path):
+    from tests.conftest import bundle, run_cli
+
+    config = tmp_path / "mounts.yaml"
+    config.write_text("policy_version: 2\ntoolkit: {device_list_strategy: volume-mounts}\n")
+    res = run_cli(["check", "--bundle", bundle("host-foundation-only"), "--config",
+                   str(config), "--path", "device-plugin", "--only", CHECK, "--format", "json"])
+    got = res.json()["checks"][0]
+    assert (got["status"], got["code"]) == ("fail", "toolkit-runtime-volume-mounts-refused")
+    assert "absent (the toolkit's defaults)" in got["summary"]
 
 
 def test_an_unknown_strategy_is_a_config_error(tmp_path):
