@@ -146,7 +146,7 @@ def failing_check():
 
 def test_closed_gate_wins_over_4(setup, monkeypatch):
     double, cfg, _ = setup
-    monkeypatch.setattr("agent.cli._registry", lambda: [*ALL_CHECKS, failing_check()])
+    monkeypatch.setattr("agent.cli._registry", lambda args=None: [*ALL_CHECKS, failing_check()])
     body = recorded("merge-patch label value invalid")
     double.inject(422, method="PATCH", body=body)
     res = apply(cfg)  # every real check skipped, the failing one runs
