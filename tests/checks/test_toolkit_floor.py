@@ -15,7 +15,7 @@ from tests.conftest import bundle, run_cli
 def verdict(name, path, version, check="toolkit-version", tmp_path=None):
     """(status, code, summary) of ``check`` on bundle ``name`` under policy ``version``,
     with the bundle's own test-config.yaml merged in."""
-    cfg = {}
+    cfg: dict = {}
     own = f"{bundle(name)}/test-config.yaml"
     try:
         with open(own) as fh:

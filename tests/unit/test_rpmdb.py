@@ -20,7 +20,7 @@ from checks.rpmdb import (
     installed_versions,
     rpm_version,
 )
-from checks.toolkit_release import parse_version, version_text
+from checks.toolkit_release import Version, parse_version, version_text
 from tests.conftest import BUNDLES
 from tests.fixtures.families.toolkit import rpm_header, write_rpmdb
 
@@ -150,8 +150,14 @@ SEMVER_ORDER = ["1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta"
                 "1.0.0-beta.2", "1.0.0-beta.11", "1.0.0-rc.1", "1.0.0"]
 
 
+def _v(text: str) -> Version:
+    got = parse_version(text)
+    assert got is not None, text
+    return got
+
+
 def test_semver_precedence_example():
-    parsed = [parse_version(v) for v in SEMVER_ORDER]
+    parsed = [_v(v) for v in SEMVER_ORDER]
     assert all(a < b for a, b in zip(parsed, parsed[1:]))
 
 
@@ -165,7 +171,7 @@ def test_semver_precedence_example():
     ("v1.17.8", "1.17.8", True),
 ])
 def test_packaging_forms(text, shown, is_release):
-    v = parse_version(text)
+    v = _v(text)
     assert version_text(v) == shown
-    assert (v >= parse_version("1.18.0")) is (is_release and shown == "1.18.0")
+    assert (v >= _v("1.18.0")) is (is_release and shown == "1.18.0")
     assert (v[3] == 1) is is_release
