@@ -83,6 +83,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     api = ApiWiring()  # the one session of this process (agent/cli_kube.py)
     # On a GPU Operator-managed driver, NVML is read from the operator's driver root.
     live = args.host_root is None and args.bundle is None
+    if live:  # a kubeconfig the config names must exist: exit 2 naming the field (no search)
+        api.require_configured_kubeconfig(config, origin)
     with open_host(args.host_root, args.bundle, config,
                    nvml_library=nvml_library_for(policy) if live else None) as opened:
         host = api.wrap(opened, config) if opened.is_live else opened

@@ -11,8 +11,10 @@ and resolves the identity again; one with the same settings keeps both.
 import threading
 from typing import Any, Callable, Optional, Tuple
 
+from agent.errors import ConfigError
 from agent.host.seam import Host
 from agent.kube.facts import KubeFacts, with_kube_facts
+from agent.kube.kubeconfig_path import configured_but_missing
 from agent.kube.nodename import node_identity
 from agent.kube.session import KubeSession, settings_key
 
@@ -53,6 +55,16 @@ class ApiWiring:
                 self._key = key
             assert self._facts is not None
             return self._session, self._facts
+
+    @staticmethod
+    def require_configured_kubeconfig(config: Any, origin: Optional[str]) -> None:
+        """`check` on this machine: a kubeconfig the config file names (`kube.kubeconfig`)
+        must exist; it is never replaced by the search for the kubelet's, so a missing one is
+        the configuration's error (ConfigError, exit 2), not a verdict line. `run` does not
+        call this: a daemon started before the node joins waits for its kubeconfig."""
+        problem = configured_but_missing(config, origin)
+        if problem:
+            raise ConfigError(problem)
 
     def wrap(self, host: Any, config: Any) -> Any:
         """The live ``host`` with the API facts (`node`, `runtimeclasses`) of this process."""

@@ -21,6 +21,7 @@ from agent.kube.credentials import CredentialError
 from agent.kube.errors import ApiError, Unreachable, sanitize
 from agent.kube.keymaterial import client_cert_cn
 from agent.kube.kubeconfig import KubeconfigError, load
+from agent.kube.kubeconfig_path import choose
 
 if TYPE_CHECKING:
     from agent.kube.client import KubeClient
@@ -75,19 +76,24 @@ class KubeSession:
         # (time of the read in the caller's clock, the Node or the error it raised)
         self._node: Optional[Tuple[float, Union[Dict[str, Any], Exception]]] = None
         self.reads = 0  # Node GETs sent (for tests and the benchmark)
+        # (path, how it was chosen) of the kubeconfig the client was built on, for the report
+        # (agent/kube/kubeconfig_path.py: the configured one, or the kubelet's where found).
+        self.kubeconfig_used: Optional[Tuple[str, str]] = None
 
     # -- the pieces -----------------------------------------------------------------------
     def client(self) -> "KubeClient":
         """The one client; raises KubeconfigError (NoCredentials included) or Unreachable."""
         with self._lock:
             if self._client is None:
-                kc = load(self.kcfg.kubeconfig, self.kcfg.context, self.kcfg.exec_timeout)
+                chosen = choose(self.kcfg)  # searched again until a client is built
+                kc = load(chosen.path, self.kcfg.context, self.kcfg.exec_timeout)
                 try:
                     _require_credentials(kc)
                 except NoCredentials:
                     kc.close()
                     raise
                 self._client = _client_class()(kc, timeout=self.kcfg.request_timeout)
+                self.kubeconfig_used = (chosen.path, chosen.source)
             return self._client
 
     def node_name(self) -> Identity:

@@ -49,6 +49,9 @@ class PublishResult:
     nfd: Optional[str] = None
     outcomes: List[WriteOutcome] = field(default_factory=list)
     read: bool = False  # the Node was read this cycle (from the API or the session's read)
+    # The kubeconfig the session used and how it was chosen (agent/kube/kubeconfig_path.py).
+    kubeconfig: Optional[str] = None
+    kubeconfig_source: str = ""
 
     @property
     def fully_written(self) -> bool:
@@ -63,6 +66,8 @@ class PublishResult:
             f"node: {self.node or '(unknown)'}"
             + (f" (from {self.node_source})" if self.node_source else "")
         ]
+        if self.kubeconfig:
+            out.append(f"kubeconfig: {self.kubeconfig} ({self.kubeconfig_source})")
         if self.plan is not None:
             shown = ", ".join(
                 f"{k}={v}" if v is not None else f"{k} (absent)"
@@ -100,6 +105,8 @@ class PublishResult:
         return {
             "node": self.node,
             "node_source": self.node_source,
+            "kubeconfig": self.kubeconfig,
+            "kubeconfig_source": self.kubeconfig_source or None,
             "dry_run": self.dry_run,
             "labels": dict(plan.labels) if plan else None,
             "condition": dict(plan.condition) if plan else None,

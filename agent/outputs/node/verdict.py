@@ -28,6 +28,8 @@ def check_verdict(
             result = pub.publish(report)
         finally:
             pub.close()
+        if session.kubeconfig_used is not None:  # which kubeconfig: configured or found
+            result.kubeconfig, result.kubeconfig_source = session.kubeconfig_used
         if result.plan is None:  # the Node could not be read: still show the desired state
             result.plan = reconcile.plan(report, {}, config.kube, pub.opens, time.time())
         return result
