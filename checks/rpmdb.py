@@ -31,7 +31,7 @@ from typing import Dict, Iterable, Iterator, Optional, Tuple
 
 SQLITE_PATHS = ("/var/lib/rpm/rpmdb.sqlite", "/usr/lib/sysimage/rpm/rpmdb.sqlite")
 BDB_PATH = "/var/lib/rpm/Packages"  # RHEL 8 (BerkeleyDB hash), not parsed
-RPMDB_CAP = 256 * 1024 * 1024  # a RHEL 9 server's database is tens of MiB
+RPMDB_CAP = 128 * 1024 * 1024  # a RHEL 9 / AL2023 server's database is tens of MiB
 HEADER_MAGIC = b"\x8e\xad\xe8\x01\x00\x00\x00\x00"
 TAG_NAME, TAG_VERSION, TAG_RELEASE = 1000, 1001, 1002
 RPM_STRING_TYPE = 6

@@ -46,6 +46,8 @@ CTK_ARGV = ("nvidia-ctk", "--version")
 DPKG_STATUS = "/var/lib/dpkg/status"
 PACKAGE = "nvidia-container-toolkit"
 RPM_QUERY = "rpm -q nvidia-container-toolkit nvidia-container-toolkit-base"
+# rpm(8) --queryformat; exits 1 printing "package NAME is not installed" when it is not.
+RPM_ARGV = ("rpm", "-q", "--qf", "%{VERSION}-%{RELEASE}\\n", "nvidia-container-toolkit")
 _CTK_LINE = re.compile(r"NVIDIA Container Toolkit CLI version\s+(\S+)")
 # The minimum is policy data (policy_v1.yaml `toolkit`, which cites it).
 MINIMUM = ("NVIDIA Container Toolkit release notes v1.18.0 (CDI generation and the "
@@ -67,7 +69,15 @@ def _read_rpmdb(host: HostView, path: str) -> bytes:
 
 
 def _rpm_record(host: HostView) -> Tuple[Optional[str], str, Optional[str]]:
-    """(VERSION-RELEASE, source, problem) from rpm's SQLite database, if the host has one."""
+    """(VERSION-RELEASE, source, problem) from `rpm -q` where rpm answers (a live host, or a
+    bundle that recorded it), else from rpm's SQLite database if the host has one. Source
+    "rpm" with no version: rpm answered that the package is not installed."""
+    res = host.run(list(RPM_ARGV), timeout=10)
+    if res.ok:
+        return res.stdout.strip().splitlines()[0][:64] if res.stdout.strip() else None, \
+            "rpm -q", None
+    if res.rc == 1 and "is not installed" in res.stdout + res.stderr:
+        return None, "rpm", None
     for path in SQLITE_PATHS:
         if not host.is_file(path):
             continue
@@ -217,7 +227,7 @@ TOOLKIT_VERSION = Check(
     # rpm's databases by presence only: collect copies reads as text, and a binary SQLite
     # file does not survive that; a bundle made by hand carries the real file.
     presence=TOOLKIT_PRESENCE + SQLITE_PATHS + (BDB_PATH,),
-    runs=(CTK_ARGV, OPERATOR_CTK_ARGV),
+    runs=(CTK_ARGV, OPERATOR_CTK_ARGV, RPM_ARGV),
     timeout_s=15.0,
     failures=(
         Failure(

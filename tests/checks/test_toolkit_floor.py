@@ -94,3 +94,12 @@ def test_corrupt_sqlite_database_is_unknown(tmp_path):
     status, code, summary = verdict("toolkit-rpmdb-corrupt", "dra", 2, tmp_path=tmp_path)
     assert (status, code) == ("unknown", "toolkit-version-unreadable")
     assert "/var/lib/rpm/rpmdb.sqlite" in summary and "rpm -q" in summary
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_rpm_query_answers_where_berkeley_db_is_not_parsed(version, tmp_path):
+    # Collected live on RHEL 8: nvidia-ctk not on PATH, `rpm -q` recorded 1.18.0-1.
+    status, code, summary = verdict("toolkit-rpm-query-rhel8", "dra", version,
+                                    tmp_path=tmp_path)
+    assert (status, code) == ("pass", None)
+    assert "1.18.0 (>= 1.18.0)" in summary
