@@ -241,3 +241,49 @@ def test_cri_deadline_fails_in_time_and_leaves_nothing(daemon):
     again, rec2 = verdict(spec(daemon, "device-plugin"))
     assert again.status == "pass", (again.summary, rec2)
     assert settled_leftovers(daemon) == []
+
+
+@pytest.mark.parametrize("path", ["dra", "device-plugin"])
+def test_native_route_passes_in_its_own_namespace(daemon, path):
+    outcome, rec = verdict(spec(daemon, path, route="native"))
+    assert outcome.status == "pass", (outcome.summary, rec, daemon.log_tail())
+    assert rec["route"] == "native" and sorted(outcome.details["container_uuids"]) == sorted(UUIDS)
+    # Nothing in k8s.io (the kubelet's namespace) nor left in ours.
+    assert settled_leftovers(daemon) == [] and settled_leftovers(daemon, "gpu-node-agent") == []
+
+
+NATIVE_CASES = [
+    ("image", {"image": "localhost:1/absent:1"}, "image-missing", "localhost:1/absent:1"),
+    ("sandbox", {"path": "device-plugin", "handler": "missing"}, "sandbox-failed",
+     'no runtime for "missing"'),
+    ("create", {"cdi_device": "nvidia.com/gpu=nope"}, "create-failed", "nvidia.com/gpu=nope"),
+    ("start", {"command": ["/no/such/binary"]}, "start-failed", "/no/such/binary"),
+    ("exit", {"command": ["sh", "-c", "echo broken; exit 3"]}, "exit-nonzero", "exited 3"),
+]
+
+
+@pytest.mark.parametrize("case,over,code,words", NATIVE_CASES, ids=[c[0] for c in NATIVE_CASES])
+def test_native_route_names_each_failing_step(daemon, case, over, code, words):
+    path = over.get("path", "dra")
+    rest = {k: v for k, v in over.items() if k != "path"}
+    outcome, rec = verdict(spec(daemon, path, route="native", **rest))
+    assert outcome.status == "fail" and outcome.code == code, (outcome.summary, rec)
+    assert words in outcome.summary and rec["failed_step"] == case
+    assert settled_leftovers(daemon, "gpu-node-agent") == []
+
+
+def test_native_deadline_fails_in_time_and_leaves_nothing(daemon):
+    (daemon.work / "hang").write_text(str(HANG_S))
+    started = time.monotonic()
+    try:
+        outcome, rec = verdict(spec(daemon, "device-plugin", route="native", step_deadline_s=3.0))
+        took = time.monotonic() - started
+    finally:
+        os.unlink(daemon.work / "hang")
+    assert outcome.status == "fail" and outcome.code == "deadline", (outcome.summary, rec)
+    assert "`start` past its 3.0s deadline" in outcome.summary
+    assert took < 3.0 + 5.0, rec
+    time.sleep(max(0.0, HANG_S - (time.monotonic() - started)) + 1.0)
+    again, rec2 = verdict(spec(daemon, "device-plugin", route="native"))
+    assert again.status == "pass", (again.summary, rec2)
+    assert settled_leftovers(daemon, "gpu-node-agent") == []
