@@ -12,8 +12,11 @@ real runc that adds the same mount when the process env asks for NVIDIA_VISIBLE_
 nvidia-container-runtime does, and hangs on `create` when told to). The image is built here
 (tests/integration/containerd/support.py image_tar) and imported with `ctr images import`.
 """
+import dataclasses
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -287,3 +290,33 @@ def test_native_deadline_fails_in_time_and_leaves_nothing(daemon):
     again, rec2 = verdict(spec(daemon, "device-plugin", route="native"))
     assert again.status == "pass", (again.summary, rec2)
     assert settled_leftovers(daemon, "gpu-node-agent") == []
+
+
+CHILD = """
+import json, sys
+from agent.host.workload import WorkloadSpec, run_workload
+run_workload(WorkloadSpec(**json.loads(sys.argv[1])))
+"""
+
+
+@pytest.mark.parametrize("route", ["cri", "native"])
+def test_sigkill_mid_run_leaves_nothing_after_the_next_run(daemon, route):
+    s = spec(daemon, "dra", route=route, command=["sleep", "30"], step_deadline_s=40.0)
+    ns = "k8s.io" if route == "cri" else "gpu-node-agent"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(dataclasses.asdict(s))],
+                             cwd=REPO, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        running = []
+        while time.monotonic() < deadline and len(running) < (2 if route == "cri" else 1):
+            running = daemon.ctr("tasks", "ls", "-q", namespace=ns).stdout.split()
+            time.sleep(0.2)
+        assert running, daemon.log_tail()
+    finally:
+        os.kill(child.pid, signal.SIGKILL)  # mid-run: the container is running
+        child.wait(timeout=10)
+    assert leftovers(daemon, ns) != []  # the kill did leave objects behind
+    outcome, rec = verdict(spec(daemon, "dra", route=route))
+    assert outcome.status == "pass", (outcome.summary, rec)
+    assert any(r.startswith(("sandbox", "container")) for r in rec["cleanup"]["removed"]), rec
+    assert settled_leftovers(daemon, ns) == []
