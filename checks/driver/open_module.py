@@ -57,8 +57,11 @@ def _slot(bus_id: str) -> str:
 
 
 def _hex4(value: Any) -> str:
-    text = str(value or "").strip().lower()
-    return text[2:] if text.startswith("0x") else text
+    """A PCI id half as udev writes it ("10de", sysfs "0x10de"); anything else (host.json is
+    input too) is "?", so a summary never carries an arbitrary string from a bundle."""
+    text = str(value or "").strip().lower()[:8]
+    text = text[2:] if text.startswith("0x") else text
+    return text if len(text) == 4 and all(c in "0123456789abcdef" for c in text) else "?"
 
 
 def _nvml_gpus(host: HostView) -> Optional[List[Mapping[str, Any]]]:
@@ -97,7 +100,7 @@ def _requiring(
         for gpu in nvml:
             name = gpu.get("name")
             bus = gpu.get("pci_bus_id")
-            slot = _slot(bus) if isinstance(bus, str) else f"index {gpu.get('index')}"
+            slot = _slot(bus) if isinstance(bus, str) else f"index {str(gpu.get('index'))[:8]}"
             if slot in found:
                 found[slot]["in_nvml"] = True
             if not isinstance(name, str) or not req.names_product(name):

@@ -151,3 +151,12 @@ def test_module_not_loaded_is_driver_loaded_s_and_a_bad_pci_id_is_refused(tmp_pa
     with pytest.raises(Exception) as err:
         load_policy(2, {"driver": {"require_open_module": {"pci_device_ids": ["2901"]}}})
     assert "not a PCI vendor:device id" in str(err.value)
+
+
+def test_odd_pci_values_from_a_bundle_are_not_repeated(tmp_path):
+    # host.json is input: a device id that is no 4-digit hex string is shown as "?".
+    gpus = [{"index": 0, "name": "NVIDIA B200", "pci_bus_id": "00000000:1A:00.0"}]
+    pci = [pci_dev("0000:1a:00.0", "x" * 5000, vendor=None)]
+    out = run(host(tmp_path, PROPRIETARY, pci, gpus))
+    assert out.status == Status.FAIL
+    assert "0000:1a:00.0 (?:?, NVIDIA B200)" in out.summary and "xxxx" not in out.summary
