@@ -139,7 +139,9 @@ def test_rpm_itself_reads_the_fixture_database_the_same(tmp_path):
 def test_sqlite3_cli_counts_the_same_rows(tmp_path):
     sqlite = shutil.which("sqlite3")
     assert sqlite, "the sqlite3 CLI is the oracle for this test"
-    src = BUNDLES / "toolkit-rpmdb-118" / "root/var/lib/rpm/rpmdb.sqlite"
+    # A copy: SQLite opens -shm and -wal files beside a WAL-mode database, even read-only.
+    src = tmp_path / "rpmdb.sqlite"
+    shutil.copy(BUNDLES / "toolkit-rpmdb-118" / "root/var/lib/rpm/rpmdb.sqlite", src)
     out = subprocess.run([sqlite, "-readonly", str(src), "SELECT count(*) FROM Packages"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip() == "4"  # bash, containerd.io, -base, nvidia-container-toolkit
