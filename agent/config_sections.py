@@ -245,8 +245,8 @@ class WorkloadConfig(_Section):
     cdi_device: str = Field(default="nvidia.com/gpu=all", min_length=1)
     # `ctr` for the native route (shipped with containerd).
     ctr: str = Field(default="ctr", min_length=1)
-    step_deadline_s: float = Field(default=60.0, gt=0.0, le=600.0)
-    cleanup_deadline_s: float = Field(default=30.0, gt=0.0, le=600.0)
+    step_deadline_s: float = Field(default=30.0, gt=0.0, le=120.0)
+    cleanup_deadline_s: float = Field(default=10.0, gt=0.0, le=60.0)
 
 
 

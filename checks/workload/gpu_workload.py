@@ -170,7 +170,9 @@ GPU_WORKLOAD = Check(
     run=_gpu_workload,
     facts=("workload",),
     uses_gpus=True,
-    timeout_s=600.0,
+    # Steps (up to 5 at workload.step_deadline_s) and cleanup fit in this; past it the
+    # engine reports `unknown` while the thread finishes its cleanup (agent/engine.py).
+    timeout_s=300.0,
     description="Opt-in (workload.paths): starts the configured image through containerd "
     "(CRI before join, the native API in namespace gpu-node-agent after) and holds the GPU "
     "UUIDs it prints against NVML.",

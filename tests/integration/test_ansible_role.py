@@ -253,7 +253,8 @@ def test_nodeadm_gates_around_init_then_starts_the_service(converged):
 
     known = subprocess.run([str(prefix) + BIN, "explain"], stdout=subprocess.PIPE, text=True,
                            check=True).stdout.split()
-    pre_only = {"containerd-nvidia-runtime", "containerd-cdi", "runtimeclass-handler"} & set(known)
+    pre_only = {"containerd-nvidia-runtime", "containerd-cdi", "runtimeclass-handler",
+                "gpu-workload"} & set(known)
     gaps = set(converged["gaps"])
 
     def skip_of(cmd: List[str]) -> set:
