@@ -320,3 +320,27 @@ def test_sigkill_mid_run_leaves_nothing_after_the_next_run(daemon, route):
     assert outcome.status == "pass", (outcome.summary, rec)
     assert any(r.startswith(("sandbox", "container")) for r in rec["cleanup"]["removed"]), rec
     assert settled_leftovers(daemon, ns) == []
+
+
+def test_collect_with_workload_records_and_the_bundle_replays(daemon, tmp_path):
+    """`collect --with-workload`'s path: the run's record goes into host.json with the
+    snapshot, and `check --bundle` judges it without a runtime."""
+    from agent.host.bundle import load_bundle
+    from agent.host.collect import collect
+
+    s = spec(daemon, "dra", command=["sh", "-c", "nvidia-smi -L | head -n 7"])
+    host = Host(str(tmp_path / "empty"), facts=WorkloadFacts(StaticFacts({}), s),
+                gpus=StaticGpus(GPUS))
+    (tmp_path / "empty").mkdir()
+    target = collect(host, [GPU_WORKLOAD], str(tmp_path / "bundle"))
+    recorded = json.loads((target / "host.json").read_text())["workload"]
+    assert recorded["route"] == "cri" and recorded["exit_code"] == 0
+    loaded = load_bundle(target)
+    try:
+        settings = {"workload": {"paths": []}}  # replay needs no opt-in: the record is there
+        outcome = GPU_WORKLOAD.run(loaded.host,
+                                   ResolvedPolicy(load_policy(2), "dra", settings=settings))
+    finally:
+        loaded.close()
+    assert outcome.status == "fail" and outcome.code == "output-mismatch"
+    assert f"missing {UUIDS[7]}" in outcome.summary

@@ -134,3 +134,31 @@ def test_bundle_replays_the_recorded_outcome():
         loaded.close()
     assert outcome.code == "start-failed" and "nvidia-container-cli" in outcome.summary
     assert GPU_WORKLOAD.since_policy == 2 and str(GPU_WORKLOAD.interval) == "bootstrap-only"
+
+
+def test_a_missing_client_is_tool_missing_on_both_routes(tmp_path, monkeypatch):
+    import agent.host.workload_cri as cri_route
+
+    def no_grpc():
+        raise ImportError("No module named 'grpc'")
+
+    monkeypatch.setattr(cri_route, "_import", no_grpc)
+    sock = tmp_path / "containerd.sock"
+    sock.write_text("")  # run_workload only asks that the socket path exists
+    base = {"paths": ["dra"], "socket": str(sock), "ctr": str(tmp_path / "no-ctr")}
+    for route in ("cri", "native"):
+        spec = spec_from_config(Config(workload={**base, "route": route}))
+        rec = run_workload(spec)
+        assert rec["failed_step"] == "tool" and rec["route"] == route
+        outcome = GPU_WORKLOAD.run(_host(rec), policy())
+        assert outcome.status == "unknown" and outcome.code == "tool-missing"
+    assert "gpu-node-agent[workload]" in cri_route.CriRoute().run(spec_from_config(
+        Config(workload={**base, "route": "cri"})))["error"]
+
+
+def test_collect_parses_with_workload():
+    from agent.cli import build_parser
+
+    args = build_parser().parse_args(["collect", "--with-workload", "-o", "x.tar.gz"])
+    assert args.with_workload is True
+    assert build_parser().parse_args(["collect"]).with_workload is False
