@@ -162,3 +162,20 @@ def test_collect_parses_with_workload():
     args = build_parser().parse_args(["collect", "--with-workload", "-o", "x.tar.gz"])
     assert args.with_workload is True
     assert build_parser().parse_args(["collect"]).with_workload is False
+
+
+@pytest.mark.parametrize("paths,installed", [(["dra"], True), ([], False)])
+def test_run_gives_its_live_host_the_action_only_when_opted_in(monkeypatch, paths, installed):
+    # `run` once at start: its bootstrap cycle's live Host (agent/cli_run.py host_opener).
+    import types
+
+    import agent.host.build as build
+    from agent.cli_run import host_opener
+
+    monkeypatch.setattr(build, "live_host", lambda config, gpus=None: Host(
+        "/", live=True, facts=StaticFacts({})))
+    api = types.SimpleNamespace(wrap=lambda host, config: host)
+    args = types.SimpleNamespace(bundle=None, host_root=None)
+    gen = types.SimpleNamespace(config=Config(workload={"paths": paths}))
+    with host_opener(args, None, api)(gen) as host:
+        assert isinstance(host._facts, WorkloadFacts) is installed
