@@ -39,6 +39,14 @@ NVML_FIELDS: Mapping[str, Tuple[str, ...]] = {
     ),
     "driver-persistence": ("persistence_mode (nvmlDeviceGetPersistenceMode)",),
     "fabric-manager": ("fabric (nvmlDeviceGetGpuFabricInfo)",),
+    "driver-open-module": ("name (nvmlDeviceGetName)", "pci_bus_id (nvmlDeviceGetPciInfo)"),
+    "gpu-sku": ("pci_device_id (nvmlDeviceGetPciInfo_v3 pciDeviceId: the product, pci.ids)",
+                "memory (nvmlDeviceGetMemoryInfo total, MiB)",
+                "vbios_version, inforom_image_version (nvmlDeviceGetVbiosVersion, "
+                "nvmlDeviceGetInforomImageVersion)",
+                "nvlink (nvmlDeviceGetNvLinkState: links reported)",
+                "power_limit (nvmlDeviceGetEnforcedPowerLimit), applications_clocks "
+                "(nvmlDeviceGetApplicationsClock)"),
     "imex": ("fabric (nvmlDeviceGetGpuFabricInfo: state, status, clique_id)",),
     "cdi-spec-current": ("the GPU list (nvmlDeviceGetCount, index per GPU)",),
     "mig-mode": (
@@ -87,7 +95,15 @@ POLICY_KEYS: Mapping[str, Tuple[str, ...]] = {
         "driver.managed_by_operator",
         "driver.branches",
     ),
-    "toolkit-version": ("toolkit.minimum_version", "toolkit.managed_by_operator"),
+    "driver-open-module": ("driver.require_open_module",),
+    "toolkit-version": ("toolkit.minimum_version", "toolkit.managed_by_operator",
+                        "toolkit.security_floor"),
+    "gpu-operator": ("operator.ownership_conflicts", "operator.grace_period_s"),
+    "allocation-owner": ("sharing.allowed",),
+    "mig-mode": ("gpu.mig",),
+    "gpu-sku": ("gpu.sku",),
+    "containerd-nvidia-runtime": ("containerd.partial_cri_table_warns",),
+    "runtimeclass-handler": ("containerd.runtimeclass_effective",),
     "kubelet-version": ("kubelet.minimum_version",),
     "fabric-manager": ("gpu.fabric",),
     "imex": ("imex.host_service_conflict",),
@@ -114,6 +130,7 @@ SETTING_KEYS: Mapping[str, Tuple[Tuple[str, str], ...]] = {
     "cdi-spec-current": (("cdi.require_spec", "docs/checks-container.md"),),
     "imex": (("imex.compute_domains", "docs/config.md"),),
     "mig-geometry": (("gpu.mig_geometry", "docs/config.md"),),
+    "toolkit-runtime-config": (("toolkit.device_list_strategy", "docs/config.md"),),
     "allocation-owner": (("gpu.device_plugin_config_files", "docs/config.md"),),
 }
 

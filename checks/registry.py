@@ -14,6 +14,7 @@ from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIM
 from checks.driver.driver_branch import DRIVER_BRANCH
 from checks.driver.driver_library_match import DRIVER_LIBRARY_MATCH
 from checks.driver.driver_loaded import DRIVER_LOADED
+from checks.driver.open_module import DRIVER_OPEN_MODULE
 from checks.fabric.imex import IMEX
 from checks.gpu.driver_persistence import DRIVER_PERSISTENCE
 from checks.gpu.fabric_manager import FABRIC_MANAGER
@@ -22,6 +23,7 @@ from checks.gpu.gpu_ecc import GPU_ECC
 from checks.gpu.gpu_nvlink import GPU_NVLINK
 from checks.gpu.gpu_pcie_link import GPU_PCIE_LINK
 from checks.gpu.gpu_row_remap import GPU_ROW_REMAP
+from checks.gpu.gpu_sku import GPU_SKU
 from checks.gpu.gpu_thermal import GPU_THERMAL
 from checks.gpu.mig_geometry import MIG_GEOMETRY
 from checks.gpu.mig_mode import MIG_MODE
@@ -32,6 +34,7 @@ from checks.os_supported import OS_SUPPORTED
 from checks.registration_labels import REGISTRATION_LABELS
 from checks.runtimeclass_handler import RUNTIMECLASS_HANDLER
 from checks.time.time_sync import TIME_SYNC
+from checks.toolkit_runtime_config import TOOLKIT_RUNTIME_CONFIG
 from checks.toolkit_version import TOOLKIT_VERSION
 from checks.xid.gpu_xid import GPU_XID
 
@@ -40,13 +43,16 @@ ALL_CHECKS: Tuple[Check, ...] = (
     OS_SUPPORTED,
     DRIVER_LOADED,
     DRIVER_BRANCH,
+    DRIVER_OPEN_MODULE,
     DRIVER_LIBRARY_MATCH,
     NVML_RESPONSIVE,
     GPU_COUNT,
+    GPU_SKU,
     DRIVER_PERSISTENCE,
     FABRIC_MANAGER,
     IMEX,
     TOOLKIT_VERSION,
+    TOOLKIT_RUNTIME_CONFIG,
     GPU_OPERATOR,
     CONTAINERD_NVIDIA_RUNTIME,
     CONTAINERD_CDI,

@@ -84,14 +84,19 @@ EXPECTED_GATING: Dict[str, Tuple[str, frozenset]] = {
     "os-supported": (W, ALL),
     "driver-loaded": (C, ALL),
     "driver-branch": (C, ALL),
+    "driver-open-module": (C, ALL),
     "driver-library-match": (C, ALL),
     "nvml-responsive": (C, ALL),
     "gpu-count": (C, ALL),
+    "gpu-sku": (C, ALL),
     "driver-persistence": (W, ALL),
     "fabric-manager": (C, ALL),
     # Closes a gate only on a host IMEX conflict; everything else it finds warns (docs/paths.md).
     "imex": (C, ALL),
     "toolkit-version": (C, ALL),
+    # The runtime's own config against the device plugin's device-list strategy: only where
+    # the device plugin hands GPUs to the nvidia runtime.
+    "toolkit-runtime-config": (C, DP_CP),
     # The GPU Operator's ownership of driver and toolkit: only where the operator runs.
     "gpu-operator": (C, OPS),
     "containerd-nvidia-runtime": (C, DP_CP),
@@ -337,7 +342,8 @@ def test_policy_version_is_one():
 # The gates policy version 2 added (docs/paths.md, docs/upgrading.md "Policy version 2"): under a
 # config pinned to version 1 each is skip, so pinning keeps 0.1.0's verdicts.
 ADDED_IN_POLICY_2 = {"imex", "gpu-operator", "containerd-cgroup-driver", "gpu-capacity",
-                     "registration-labels", "mig-geometry"}
+                     "registration-labels", "mig-geometry", "gpu-sku",
+                     "driver-open-module", "toolkit-runtime-config"}
 
 
 def test_exactly_the_version_2_gates_are_marked_since_policy_2():

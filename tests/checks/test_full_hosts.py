@@ -20,10 +20,11 @@ def test_every_check_passes_on_a_whole_healthy_host(path, name):
     doc = res.json()
     statuses = {c["id"]: c["status"] for c in doc["checks"]}
     assert sorted(statuses) == sorted(_ids())
-    # Two checks have nothing to judge on a healthy host that states no MIG geometry and runs
-    # no GPU Operator; they say so (not-applicable) and every other check passes.
+    # Three checks have nothing to judge on a healthy host that pins no SKU, states no MIG
+    # geometry and runs no GPU Operator; they say so (not-applicable), every other one passes.
     skips = {c["id"]: c["skip"] for c in doc["checks"] if c["status"] == "skip"}
-    assert skips == {"gpu-operator": "not-applicable", "mig-geometry": "not-applicable"}
+    assert skips == {"gpu-operator": "not-applicable", "mig-geometry": "not-applicable",
+                     "gpu-sku": "not-applicable"}
     assert {cid: s for cid, s in statuses.items() if s not in ("pass", "skip")} == {}
     assert res.rc == 0 and doc["gate"] == {"open": True, "blocking": []}
 
@@ -55,8 +56,8 @@ def test_the_demo_bundles_pass_and_fail_for_one_reason_on_the_default_path():
     assert kubelet["status"] == "fail" and "1.33.5" in kubelet["summary"]
     assert [c["id"] for c in doc["checks"] if c["status"] not in ("pass", "skip")] == [
         "kubelet-version"]
-    assert {c["id"] for c in doc["checks"] if c["status"] == "skip"} == {"gpu-operator",
-                                                                          "mig-geometry"}
+    assert {c["id"] for c in doc["checks"] if c["status"] == "skip"} == {
+        "gpu-operator", "mig-geometry", "gpu-sku"}
 
 
 def test_every_bundle_named_healthy_or_demo_ready_passes_on_the_default_path():
