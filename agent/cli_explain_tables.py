@@ -40,6 +40,7 @@ NVML_FIELDS: Mapping[str, Tuple[str, ...]] = {
     "driver-persistence": ("persistence_mode (nvmlDeviceGetPersistenceMode)",),
     "fabric-manager": ("fabric (nvmlDeviceGetGpuFabricInfo)",),
     "driver-open-module": ("name (nvmlDeviceGetName)", "pci_bus_id (nvmlDeviceGetPciInfo)"),
+    "gpu-workload": ("uuid (nvmlDeviceGetUUID): what the container must list",),
     "gpu-sku": ("pci_device_id (nvmlDeviceGetPciInfo_v3 pciDeviceId: the product, pci.ids)",
                 "memory (nvmlDeviceGetMemoryInfo total, MiB)",
                 "vbios_version, inforom_image_version (nvmlDeviceGetVbiosVersion, "

@@ -36,6 +36,7 @@ from checks.runtimeclass_handler import RUNTIMECLASS_HANDLER
 from checks.time.time_sync import TIME_SYNC
 from checks.toolkit_runtime_config import TOOLKIT_RUNTIME_CONFIG
 from checks.toolkit_version import TOOLKIT_VERSION
+from checks.workload.gpu_workload import GPU_WORKLOAD
 from checks.xid.gpu_xid import GPU_XID
 
 # Report order: the host stack first, then the container stack, then health.
@@ -65,6 +66,7 @@ ALL_CHECKS: Tuple[Check, ...] = (
     MIG_MODE,
     MIG_GEOMETRY,
     RUNTIMECLASS_HANDLER,
+    GPU_WORKLOAD,
     TIME_SYNC,
     GPU_XID,
     GPU_ECC,

@@ -111,6 +111,8 @@ EXPECTED_GATING: Dict[str, Tuple[str, frozenset]] = {
     "mig-mode": (C, ALL),
     "mig-geometry": (C, ALL),
     "runtimeclass-handler": (C, DP_CP),
+    # Opt-in per path (workload.paths); where it is not asked for it is skip.
+    "gpu-workload": (C, ALL),
     "time-sync": (C, ALL),
     "gpu-xid": (C, ALL),
     "gpu-ecc": (C, ALL),
@@ -343,7 +345,8 @@ def test_policy_version_is_one():
 # config pinned to version 1 each is skip, so pinning keeps 0.1.0's verdicts.
 ADDED_IN_POLICY_2 = {"imex", "gpu-operator", "containerd-cgroup-driver", "gpu-capacity",
                      "registration-labels", "mig-geometry", "gpu-sku",
-                     "driver-open-module", "toolkit-runtime-config"}
+                     "driver-open-module", "toolkit-runtime-config",
+                     "gpu-workload"}
 
 
 def test_exactly_the_version_2_gates_are_marked_since_policy_2():

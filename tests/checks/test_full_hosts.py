@@ -20,11 +20,12 @@ def test_every_check_passes_on_a_whole_healthy_host(path, name):
     doc = res.json()
     statuses = {c["id"]: c["status"] for c in doc["checks"]}
     assert sorted(statuses) == sorted(_ids())
-    # Three checks have nothing to judge on a healthy host that pins no SKU, states no MIG
-    # geometry and runs no GPU Operator; they say so (not-applicable), every other one passes.
+    # Four checks have nothing to judge on a healthy host that pins no SKU, states no MIG
+    # geometry, runs no GPU Operator and asks for no GPU workload; they say so
+    # (not-applicable), every other one passes.
     skips = {c["id"]: c["skip"] for c in doc["checks"] if c["status"] == "skip"}
     assert skips == {"gpu-operator": "not-applicable", "mig-geometry": "not-applicable",
-                     "gpu-sku": "not-applicable"}
+                     "gpu-sku": "not-applicable", "gpu-workload": "not-applicable"}
     assert {cid: s for cid, s in statuses.items() if s not in ("pass", "skip")} == {}
     assert res.rc == 0 and doc["gate"] == {"open": True, "blocking": []}
 
@@ -57,7 +58,7 @@ def test_the_demo_bundles_pass_and_fail_for_one_reason_on_the_default_path():
     assert [c["id"] for c in doc["checks"] if c["status"] not in ("pass", "skip")] == [
         "kubelet-version"]
     assert {c["id"] for c in doc["checks"] if c["status"] == "skip"} == {
-        "gpu-operator", "mig-geometry", "gpu-sku"}
+        "gpu-operator", "mig-geometry", "gpu-sku", "gpu-workload"}
 
 
 def test_every_bundle_named_healthy_or_demo_ready_passes_on_the_default_path():
