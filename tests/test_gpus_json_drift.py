@@ -16,6 +16,7 @@ from tests.conftest import BUNDLES
 from tests.fixtures.families.fabric import CASES as FABRIC_CASES
 from tests.fixtures.families.fabric import scenario as fabric_scenario
 from tests.fixtures.families.gpu import CHECK_CASES, MALFORMED, snapshot
+from tests.fixtures.families.driver import B200_NVML
 from tests.fixtures.families.imex import scenario as imex_scenario
 from tests.fixtures.families.mig import MIG_CASES, MIG_MALFORMED
 from tests.fixtures.families.sku import SKU_CASES, SKU_MALFORMED
@@ -69,6 +70,12 @@ WORKER_BUNDLES: Dict[str, Tuple[str, bool, Optional[float]]] = {
         ("imex-clique-mismatch", [7, 7, 9, 9]), ("imex-absent", None))},
     # The gpu-sku bundles (families/sku.py), each from its scenario.
     **{name: (scenario, True, None) for name, scenario, _, _ in SKU_CASES},
+    # driver-open-module (families/driver.py): the proprietary module on a B200 leaves NVML
+    # with no GPU; the open one lists eight B200; Hopper with either module.
+    "driver-open-module-b200-proprietary": ("no-gpus.json", True, None),
+    "driver-open-module-b200-proprietary-v1": ("no-gpus.json", True, None),
+    "driver-open-module-b200-open": (B200_NVML, True, None),  # type: ignore[dict-item]
+    "driver-open-module-h100-proprietary": ("healthy-8xh100.json", True, None),
 }
 # The worker's healthy snapshot with one value set to a wrong type after it wrote it
 # (families/gpu.py MALFORMED): the rest must still be the worker's.
@@ -86,6 +93,9 @@ DERIVED.update({p.parent.name: "gpu-h100-snapshot-only" for p in BUNDLES.glob("*
 DERIVED.update({p.parent.name: "gpu-h100-snapshot-only" for p in BUNDLES.glob("*/gpus.json")
                 if p.parent.name.startswith(("driver-", "toolkit-", "gpu-operator-"))
                 and "-operator-" in p.parent.name + "-" and p.parent.name not in WORKER_BUNDLES})
+# The gpu-workload family (families/workload.py) copies gpu-capacity-8-of-8's, itself this one's.
+DERIVED.update({p.parent.name: "gpu-h100-snapshot-only" for p in BUNDLES.glob("*/gpus.json")
+                if p.parent.name.startswith("gpu-workload-")})
 # Bundles whose snapshot is hand-written, not the worker's: xid-* (families/xid.py) and
 # their copies gpu-xid-*; nvml-responsive-* (gpu-nvml-timeout's with the top-level error
 # replaced, tests/fixtures/PROVENANCE.md).
