@@ -13,10 +13,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from tests.conftest import BUNDLES
+from tests.fixtures.families.driver import B200_NVML
 from tests.fixtures.families.fabric import CASES as FABRIC_CASES
 from tests.fixtures.families.fabric import scenario as fabric_scenario
 from tests.fixtures.families.gpu import CHECK_CASES, MALFORMED, snapshot
-from tests.fixtures.families.driver import B200_NVML
 from tests.fixtures.families.imex import scenario as imex_scenario
 from tests.fixtures.families.mig import MIG_CASES, MIG_MALFORMED
 from tests.fixtures.families.sku import SKU_CASES, SKU_MALFORMED
