@@ -55,6 +55,12 @@ ALWAYS_READ = ("/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname")
 IMPORT_DIRS = ("/etc/containerd",)
 IMPORT_SUFFIX = ".toml"
 
+# The least a recorded command is given (the Check default, agent/model.py); a check whose
+# own timeout_s is longer (a site check's sidecar `timeout`, gpu-workload) gives its commands
+# that instead, so collect does not record as timed out what the check itself waits for. The
+# bound is the check's own deadline, never unbounded.
+DEFAULT_RUN_TIMEOUT_S = 10.0
+
 log = logging.getLogger("gpu-node-agent.host.collect")
 
 
@@ -64,6 +70,13 @@ class Targets:
         self.discovered: List[str] = []  # discover-hook reads: containerd imports
         self.presence: List[str] = []
         self.runs: List[Tuple[str, ...]] = []
+        # argv -> the longest timeout_s of the checks that declare it
+        self.run_timeouts: Dict[Tuple[str, ...], float] = {}
+
+    def run_timeout(self, argv: Tuple[str, ...], scale: float = 1.0) -> float:
+        """Seconds collect gives ``argv``: the longest declaring check's timeout_s, at least
+        DEFAULT_RUN_TIMEOUT_S, times the run's --timeout-scale."""
+        return max(DEFAULT_RUN_TIMEOUT_S, self.run_timeouts.get(argv, 0.0)) * scale
 
 
 def _targets(host: Host, checks: Sequence[Check]) -> Targets:
@@ -72,6 +85,8 @@ def _targets(host: Host, checks: Sequence[Check]) -> Targets:
         t.reads.extend(check.reads)
         t.presence.extend(check.presence)
         t.runs.extend(check.runs)
+        for argv in check.runs:
+            t.run_timeouts[argv] = max(t.run_timeouts.get(argv, 0.0), check.timeout_s)
         if check.discover is not None:
             try:
                 more_reads, more_presence = check.discover(host)
@@ -233,7 +248,8 @@ def collect(host: Host, checks: Sequence[Check], out: str, timeout_scale: float 
             for path in paths:
                 collector.placeholder(path)
         results: List[CommandResult] = [
-            host.run(list(argv), timeout=10 * timeout_scale) for argv in targets.runs
+            host.run(list(argv), timeout=targets.run_timeout(argv, timeout_scale))
+            for argv in targets.runs
         ]
         # A source that cannot answer (a bundle being re-collected, a bare tree) records
         # nothing: replaying the new bundle then says "not recorded", as the old one did.
