@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Mapping
 import pytest
 
 from agent.cli_common import nvml_library_for
-from agent.host.driver_root import ARCH_FLAGS, FLAG_ELF_LIBC6
+from agent.ldcache import ARCH_FLAGS, FLAG_ELF_LIBC6
 from agent.nvml.client import NvmlClient
 from agent.nvml.events import NvmlEventStream
 from checks.policy import ResolvedPolicy, load_policy

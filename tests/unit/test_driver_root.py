@@ -13,7 +13,8 @@ from typing import List, Tuple
 import pytest
 
 from agent.host import driver_root
-from agent.host.driver_root import cache_entries, choose, find_nvml_library, operator_driver_root
+from agent.host.driver_root import choose, find_nvml_library, operator_driver_root
+from agent.ldcache import cache_entries
 from checks.policy import ResolvedPolicy, load_policy
 
 SONAME = "libnvidia-ml.so.1"
