@@ -134,6 +134,7 @@ def _mime_parts(text: str) -> Optional[List[str]]:
     except (RecursionError, ValueError, TypeError, LookupError, IndexError):
         return None
     parts = []
+    total = 0
     # Top-level parts only, as configprovider's multipart.Reader walks them.
     for part in payload if isinstance(payload, list) else []:
         if not isinstance(part, Message) or part.get_content_type() != NODE_CONFIG_MEDIA_TYPE:
@@ -141,6 +142,12 @@ def _mime_parts(text: str) -> Optional[List[str]]:
         raw = part.get_payload(decode=True)
         data = raw if isinstance(raw, bytes) else str(part.get_payload()).encode()
         data = _inflate(_maybe_base64(data))
+        # The cap is on all parts together: a ~1 KiB gzip part inflates to MAX_INFLATED, so
+        # a 4 MiB file of such parts would otherwise hold gigabytes.
+        total += len(data)
+        if total > MAX_INFLATED:
+            raise ValueError(f"the {NODE_CONFIG_MEDIA_TYPE} parts decode past {MAX_INFLATED} "
+                             "bytes together")
         parts.append(data.decode("utf-8", "replace"))
     return parts
 

@@ -119,7 +119,16 @@ def _check(name: str, path: str, dir_problem: Optional[str]) -> Check:
         return Check(**common, run=refusal(f"{where}; not run", "site-check-sidecar",
                                            path=path, sidecar=base + ".yaml"))
     # The engine's own deadline sits past the runner's, so the runner's answer is the one seen.
-    return Check(**common, run=runner(path, deadline), runs=(argv_for(path, deadline),),
+    directory = os.path.dirname(path)
+
+    def vet() -> Optional[str]:
+        # Asked again right before each run: `run` keeps the checks for its lifetime, and a
+        # file or directory changed since the load (swapped for a symlink, made writable) is
+        # not run.
+        return permission_problem(directory, want_dir=True) or permission_problem(
+            path, want_dir=False)
+
+    return Check(**common, run=runner(path, deadline, vet), runs=(argv_for(path, deadline),),
                  timeout_s=deadline + 2 * RUNNER_GRACE_S)
 
 
@@ -148,7 +157,8 @@ def load_site_checks(directory: Optional[str]) -> List[Check]:
         if _IGNORED.search(entry):
             continue
         name = os.path.splitext(entry)[0]
-        if not NAME.match(name) or len(name) > MAX_NAME or name in seen:
+        # fullmatch: `$` also matches before a final newline, so match() took "abc\n".
+        if not NAME.fullmatch(name) or len(name) > MAX_NAME or name in seen:
             why = f"same name as {seen[name]}" if name in seen else "not lowercase kebab-case"
             bad.append(f"{entry} ({why})")
             continue

@@ -7,7 +7,7 @@ timeout per plugin; the output is the message. Beyond it: an optional first stdo
 may say `warn` (docs/site-checks.md).
 """
 import json
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from checks.base import (
     CommandResult,
@@ -82,6 +82,8 @@ def _json_line(line: str) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
         return None, f"the JSON line is longer than {MAX_JSON_LINE} characters"
     try:
         data = json.loads(line)
+    except RecursionError:  # 4,096 characters nest ~2,000 deep: past Python 3.9's limit
+        return None, "the JSON line nests too deeply"
     except ValueError as exc:
         return None, f"the first line is not valid JSON ({str(exc)[:80]})"
     if not isinstance(data, dict):
@@ -144,11 +146,18 @@ def interpret(res: CommandResult, path: str, deadline_s: int) -> Outcome:
     return passed(summary, **base)
 
 
-def runner(path: str, deadline_s: int) -> Any:
-    """The Check's run function for the site check at ``path``."""
+def runner(path: str, deadline_s: int,
+           vet: Optional[Callable[[], Optional[str]]] = None) -> Any:
+    """The Check's run function for the site check at ``path``; ``vet`` (why the file may
+    not be run now, or None) is asked before each run on a live host (a bundle replays a
+    recorded answer and has no file to vet)."""
     argv = argv_for(path, deadline_s)
 
     def run(host: HostView, policy: Any) -> Outcome:
+        problem = vet() if vet is not None and getattr(host, "is_live", False) else None
+        if problem:
+            return unknown(f"{path}: refused, never run: {problem}", code="site-check-refused",
+                           path=path, problem=problem)
         return interpret(host.run(argv, timeout=deadline_s + RUNNER_GRACE_S), path, deadline_s)
 
     return run
