@@ -21,12 +21,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import yaml
-
 from agent.host.workload_record import LABEL, LABEL_VALUE, OUTPUT_CAP, Attempt, WorkloadSpec
 from agent.hostview import CommandResult
 from agent.safeio.bounded import read_bytes_capped
 from agent.safeio.commands import SubprocessCommands
+from agent.safeio.yamlio import safe_load
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -68,28 +67,46 @@ def cdi_edits(dirs: Sequence[str], device: str) -> Tuple[List[str], List[str]]:
             if path.suffix not in (".yaml", ".yml", ".json"):
                 continue
             try:
-                spec = yaml.safe_load(read_bytes_capped(path, 4 * 1024 * 1024))
+                # The bounded loader (agent/safeio/yamlio.py): an alias bomb in a spec would
+                # otherwise expand when its edits are formatted into flags.
+                spec = safe_load(read_bytes_capped(path, 4 * 1024 * 1024).decode("utf-8"))
             except Exception:  # an unreadable spec is containerd's to refuse too
                 continue
             if not isinstance(spec, dict) or spec.get("kind") != kind:
                 continue
-            for dev in spec.get("devices") or []:
+            devices = spec.get("devices")
+            for dev in devices if isinstance(devices, list) else []:
                 if isinstance(dev, dict) and dev.get("name") == name:
-                    return _flags([spec.get("containerEdits") or {},
-                                   dev.get("containerEdits") or {}])
+                    try:
+                        return _flags([spec.get("containerEdits") or {},
+                                       dev.get("containerEdits") or {}])
+                    except (TypeError, KeyError, AttributeError, ValueError) as exc:
+                        raise LookupError(f"CDI device {device} in {path}: containerEdits not "
+                                          f"in the CDI spec's shape ({type(exc).__name__}: "
+                                          f"{str(exc)[:200]})") from None
     raise LookupError(f"unresolvable CDI device {device} (specs in {', '.join(dirs)})")
+
+
+def _text(value: Any, what: str) -> str:
+    # CDI SPEC.md: every path and env entry is a string; a comma would end ctr's --mount
+    # field (type=bind,src=...,dst=...) and start another option.
+    if not isinstance(value, str) or not value or (what.startswith("mount") and "," in value):
+        raise ValueError(f"{what} {str(value)[:80]!r} is not a usable string")
+    return value
 
 
 def _flags(edits: List[Dict[str, Any]]) -> Tuple[List[str], List[str]]:
     flags: List[str] = []
     notes: List[str] = []
     for e in edits:
-        flags += [f"--env={v}" for v in e.get("env") or []]
+        flags += [f"--env={_text(v, 'env')}" for v in e.get("env") or []]
         for m in e.get("mounts") or []:
-            opts = [o for o in m.get("options") or [] if o != "bind"] + ["rbind"]
-            flags.append(f"--mount=type=bind,src={m['hostPath']},dst={m['containerPath']},"
-                         f"options={':'.join(opts)}")
-        flags += [f"--device={d.get('hostPath') or d['path']}" for d in e.get("deviceNodes") or []]
+            opts = [_text(o, "mount option") for o in m.get("options") or [] if o != "bind"]
+            flags.append(f"--mount=type=bind,src={_text(m['hostPath'], 'mount hostPath')},"
+                         f"dst={_text(m['containerPath'], 'mount containerPath')},"
+                         f"options={':'.join(opts + ['rbind'])}")
+        flags += [f"--device={_text(d.get('hostPath') or d['path'], 'device path')}"
+                  for d in e.get("deviceNodes") or []]
         if e.get("hooks"):
             notes.append(f"{len(e['hooks'])} CDI hook(s) not applied: ctr cannot express them")
     return flags, notes
@@ -112,6 +129,12 @@ class NativeRoute:
 
     def run(self, spec: WorkloadSpec) -> Dict[str, Any]:
         attempt = Attempt(spec, "native")
+        if spec.image.startswith("-"):
+            # ctr parses a positional that starts with "-" as a flag (Go's flag package,
+            # which urfave/cli uses): `images pull -x` would be an option, not an image.
+            attempt.fail("image", f"workload.image {spec.image[:80]!r} starts with '-': not an "
+                         "image reference")
+            return attempt.record()
         probe = self.ctr(spec, "version")
         if probe.not_installed:
             attempt.fail("tool", f"`{spec.ctr}` not installed (containerd's client)")
