@@ -80,7 +80,7 @@ def test_an_image_starting_with_a_dash_is_never_handed_to_ctr(tmp_path):
     ctr = tmp_path / "ctr"
     ctr.write_text(f"#!/bin/sh\necho \"$@\" >> {called}\nexit 0\n")
     ctr.chmod(0o755)
-    spec = spec_from_config(Config(workload={
+    spec = spec_from_config(Config(workload={  # type: ignore[arg-type]
         "paths": ["dra"], "socket": str(sock), "ctr": str(ctr), "route": "native",
         "image": "--plain-http"}))
     assert spec is not None
