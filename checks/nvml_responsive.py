@@ -23,7 +23,9 @@ from checks.gpu.common import malformed
 from checks.gpu.readers import snapshot_problem, text
 from checks.operator.state import (
     DRIVER_PRESENCE,
+    DRIVER_READS,
     PROC_VERSION,
+    driver_discover,
     driver_owned,
     driver_waiting,
     waiting_outcome,
@@ -128,8 +130,9 @@ NVML_RESPONSIVE = Check(
     facts=("node",),  # the GPU Operator's upgrade state (checks/operator/state.py)
     uses_gpus=True,
     # Whether the GPU Operator's driver is there yet (module, libraries under its root).
-    reads=(PROC_VERSION,),
+    reads=(PROC_VERSION,) + DRIVER_READS,
     presence=DRIVER_PRESENCE,
+    discover=driver_discover,
     # Above any configured NVML first deadline (config gpu.nvml_first_deadline_s <= 80): the
     # NVML client's own deadline decides, so the verdict is "fail: unresponsive", not a
     # generic engine timeout.

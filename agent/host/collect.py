@@ -54,6 +54,10 @@ ALWAYS_READ = ("/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname")
 # Kubernetes, config.d for nodeadm; docs/checks-container.md).
 IMPORT_DIRS = ("/etc/containerd",)
 IMPORT_SUFFIX = ".toml"
+# Declared reads that are binary: copied byte for byte, not decoded and redacted as text (which
+# would replace their bytes and break them). glibc's ld.so.cache holds sonames and library
+# paths only (ldconfig(8)); agent/ldcache.py parses it.
+VERBATIM_NAMES = frozenset({"ld.so.cache"})
 
 # The least a recorded command is given (the Check default, agent/model.py); a check whose
 # own timeout_s is longer (a site check's sidecar `timeout`, gpu-workload) gives its commands
@@ -185,12 +189,15 @@ class Collector:
                 return
         finally:
             os.close(fd)
-        text = redact_file(host_path, data.decode("utf-8", errors="replace"))
+        if posixpath.basename(canonical) in VERBATIM_NAMES:
+            content = data
+        else:
+            content = redact_file(host_path, data.decode("utf-8", errors="replace")).encode()
         for path, target in self._links(host_path):
             if target is not None:
                 self.tree.symlink(path, target)
             else:
-                self.tree.write(path, text.encode("utf-8"), 0o700 if mode & 0o111 else 0o600)
+                self.tree.write(path, content, 0o700 if mode & 0o111 else 0o600)
 
     def placeholder(self, host_path: str) -> None:
         """Existence, type, mode bit x and symlink targets, never content."""

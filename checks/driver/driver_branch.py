@@ -16,7 +16,14 @@ from checks.base import (
     warned,
 )
 from checks.driver.common import PROC_VERSION, VERSION_UNREADABLE, version_or_outcome
-from checks.operator.state import DRIVER_PRESENCE, driver_owned, driver_waiting, waiting_outcome
+from checks.operator.state import (
+    DRIVER_PRESENCE,
+    DRIVER_READS,
+    driver_discover,
+    driver_owned,
+    driver_waiting,
+    waiting_outcome,
+)
 from checks.policy import ResolvedPolicy
 
 # The branch minimums and the lifecycle table are policy data; policy_v1.yaml cites each.
@@ -99,8 +106,9 @@ DRIVER_BRANCH = Check(
     remediation="Install a driver branch at or above the path's minimum and reboot.",
     run=_driver_branch,
     facts=("node",),  # the GPU Operator's upgrade state (checks/operator/state.py)
-    reads=(PROC_VERSION,),
+    reads=(PROC_VERSION,) + DRIVER_READS,
     presence=DRIVER_PRESENCE,
+    discover=driver_discover,
     timeout_s=5.0,
     failures=(
         Failure(

@@ -17,7 +17,14 @@ from checks.base import (
     passed,
 )
 from checks.driver.common import PROC_VERSION, VERSION_UNREADABLE, version_or_outcome
-from checks.operator.state import DRIVER_PRESENCE, driver_owned, driver_waiting, waiting_outcome
+from checks.operator.state import (
+    DRIVER_PRESENCE,
+    DRIVER_READS,
+    driver_discover,
+    driver_owned,
+    driver_waiting,
+    waiting_outcome,
+)
 from checks.policy import ResolvedPolicy
 
 _LIB_VERSION = re.compile(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$")
@@ -132,8 +139,9 @@ DRIVER_LIBRARY_MATCH = Check(
     remediation="Reboot (or reload the nvidia modules) so the kernel module matches userspace.",
     run=_driver_library_match,
     facts=("node",),  # the GPU Operator's upgrade state (checks/operator/state.py)
-    reads=(PROC_VERSION,),
+    reads=(PROC_VERSION,) + DRIVER_READS,
     presence=tuple(f"{d}/libnvidia-ml.so*" for d in LIB_DIRS) + DRIVER_PRESENCE,
+    discover=driver_discover,
     runs=(SMI_ARGV,),
     timeout_s=15.0,
     failures=(

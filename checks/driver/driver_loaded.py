@@ -18,8 +18,10 @@ from checks.base import (
 from checks.driver.common import PROC_VERSION, nvidia_gpus_on_pci
 from checks.operator.state import (
     DRIVER_PRESENCE,
+    DRIVER_READS,
     PROC_UPTIME,
     VALIDATOR_SOURCE,
+    driver_discover,
     driver_owned,
     driver_waiting,
     waiting_outcome,
@@ -94,8 +96,9 @@ DRIVER_LOADED = Check(
         "nvidia-persistenced, then re-run the check."
     ),
     run=_driver_loaded,
-    reads=(PROC_VERSION, PROC_UPTIME),
+    reads=(PROC_VERSION, PROC_UPTIME) + DRIVER_READS,
     presence=DRIVER_PRESENCE,
+    discover=driver_discover,
     facts=("dev_nodes", "pci_devices", "node"),  # node: the operator's upgrade state
     timeout_s=5.0,
     failures=(

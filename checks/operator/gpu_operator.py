@@ -23,9 +23,11 @@ from checks.operator.ownership import DPKG_STATUS, HOST_RUNTIME, RPM_ARGV, Evide
 from checks.operator.policy import OPERATOR_VALIDATIONS_DIR
 from checks.operator.state import (
     DRIVER_PRESENCE,
+    DRIVER_READS,
     PROC_VERSION,
     TOOLKIT_PRESENCE,
     VALIDATOR_SOURCE,
+    driver_discover,
     driver_ready_fields,
     marker_text,
     markers,
@@ -118,9 +120,11 @@ GPU_OPERATOR = Check(
     interval=Interval.SLOW,
     remediation="Give the driver and the toolkit one owner: the host or the GPU Operator.",
     run=_gpu_operator,
-    reads=(DPKG_STATUS, PROC_VERSION, f"{OPERATOR_VALIDATIONS_DIR}/{DRIVER_READY_FILE}"),
+    reads=(DPKG_STATUS, PROC_VERSION, f"{OPERATOR_VALIDATIONS_DIR}/{DRIVER_READY_FILE}")
+    + DRIVER_READS,
     presence=DRIVER_PRESENCE + TOOLKIT_PRESENCE
     + tuple(f"{d}/libnvidia-ml.so*" for d in LIB_DIRS) + (HOST_RUNTIME,),
+    discover=driver_discover,
     runs=(RPM_ARGV,),
     timeout_s=15.0,
     since_policy=2,

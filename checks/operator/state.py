@@ -10,18 +10,23 @@ Sources:
   "cuda-ready", pluginStatusFile "plugin-ready" (the validator writes each once that
   component validated; driver-ready holds "IS_HOST_DRIVER=<bool>" and "NVIDIA_DRIVER_ROOT=").
 - The driver container's root at /run/nvidia/driver (agent/driver_layout.py), its libraries
-  in the same directories as on a host (LIB_DIRS).
+  in the same directories as on a host (LIB_DIRS), or in any directory the root's own
+  /etc/ld.so.cache names (ld.so(8); the NVML loader, agent/host/driver_root.py, finds it
+  there too, so "present" here means what NVML can load).
 - The toolkit container installs into <installDir>/toolkit (checks/operator/policy.py).
 """
+import posixpath
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from agent.driver_layout import (
     DRIVER_REPLACED_STATES,
     LIB_DIRS,
+    NVML_SONAME,
     OPERATOR_DRIVER_ROOT,
     UPGRADE_STATE_LABEL,
 )
+from agent.ldcache import ARCH_FLAGS, LD_SO_CACHE, cache_entries
 from checks.base import HostView, Outcome, failed, input_missing
 from checks.operator.policy import OPERATOR_TOOLKIT_ROOT, OPERATOR_VALIDATIONS_DIR
 from checks.policy import ResolvedPolicy
@@ -47,6 +52,12 @@ VALIDATOR_SOURCE = (
 DRIVER_PRESENCE: Tuple[str, ...] = tuple(
     f"{OPERATOR_DRIVER_ROOT}{d}/libnvidia-ml.so*" for d in LIB_DIRS
 ) + (f"{OPERATOR_VALIDATIONS_DIR}/*",)
+# The driver root's loader cache: collect copies it byte for byte (agent/host/collect.py), and
+# driver_discover names the library it points at as presence.
+DRIVER_READS: Tuple[str, ...] = (f"{OPERATOR_DRIVER_ROOT}{LD_SO_CACHE}",)
+# ldconfig writes one entry per soname and hwcap subdirectory; a hostile cache may repeat it
+# up to agent/ldcache.py's entry bound, so only the first few are looked at.
+MAX_CACHED_NVML = 8
 TOOLKIT_PRESENCE: Tuple[str, ...] = (
     f"{OPERATOR_TOOLKIT_ROOT}/{RUNTIME}", f"{OPERATOR_TOOLKIT_ROOT}/{CTK}",
     f"{OPERATOR_VALIDATIONS_DIR}/*",
@@ -99,12 +110,46 @@ def uptime_s(host: HostView) -> Optional[float]:
 
 
 def nvml_libs_under(host: HostView, root: str) -> List[str]:
-    """libnvidia-ml files in ``root``'s library directories ("/" = the host's own)."""
+    """libnvidia-ml files in ``root``'s library directories ("/" = the host's own); for a
+    driver root, then the libnvidia-ml.so.1 its own ld.so.cache names, when it exists there."""
     prefix = "" if root in ("", "/") else root.rstrip("/")
     found: List[str] = []
     for lib_dir in LIB_DIRS:
         found += host.glob(f"{prefix}{lib_dir}/libnvidia-ml.so*")
+    if not found and prefix:
+        found = [p for p in cached_nvml(host, prefix) if host.exists(p)]
     return found
+
+
+def _inside(path: str) -> bool:
+    """An absolute, normalised path with no ``..``: joined to a root it names a path under it
+    (its last component is then resolved by the Host inside its own root, never this one's
+    parent)."""
+    return (path.startswith("/") and "\0" not in path and len(path) < 4096
+            and posixpath.normpath(path) == path and ".." not in path.split("/"))
+
+
+def cached_nvml(host: HostView, prefix: str) -> List[str]:
+    """``prefix`` + the path of each libnvidia-ml.so.1 entry in ``prefix``'s /etc/ld.so.cache
+    (either 64-bit architecture: a bundle may be judged on another machine). The cache is
+    read through the Host, bounded by its read cap; an unreadable or unknown cache is none."""
+    try:
+        data = host.read_bytes(f"{prefix}{LD_SO_CACHE}")
+    except (OSError, ValueError):
+        return []
+    found: List[str] = []
+    for machine in ARCH_FLAGS:
+        for name, path in cache_entries(data, machine):
+            if name == NVML_SONAME and _inside(path) and f"{prefix}{path}" not in found:
+                found.append(f"{prefix}{path}")
+                if len(found) >= MAX_CACHED_NVML:
+                    return found
+    return found
+
+
+def driver_discover(host: HostView) -> Tuple[Sequence[str], Sequence[str]]:
+    """collect's hook: the library the default driver root's cache names, as presence."""
+    return (), cached_nvml(host, OPERATOR_DRIVER_ROOT)
 
 
 @dataclass(frozen=True)
