@@ -11,8 +11,14 @@ The client is grpcio + the cri-api stubs, the optional `[workload]` extra, impor
 without it the record says so (`tool`) and the check is `unknown` (docs/decisions.md).
 Every call carries the step deadline; the sandbox (and with it the container) is removed in a
 `finally`, and leftovers labelled gpu-node-agent.workload=1 are removed before each run.
+The container log directory is a temp directory named gna-workload-<pid>-<random>; one a run
+killed by SIGKILL left (no `finally` runs) is removed by a later run when it is ours (same
+uid), older than a run's deadline and its process is gone (as agent/host/bundle_unpack.py does
+for unpacked bundles).
 """
+import os
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -23,6 +29,50 @@ from agent.host.workload_record import LABEL, LABEL_VALUE, OUTPUT_CAP, Attempt, 
 from agent.safeio.bounded import ReadCapExceeded, read_bytes_capped
 
 POLL_S = 0.2
+TEMP_PREFIX = "gna-workload-"
+
+
+def run_deadline_s(spec: WorkloadSpec) -> float:
+    """The longest a run lives: seven step calls (image status, pull, sandbox, create, start,
+    the exit wait and its last status call) and the two cleanups' calls at their deadlines."""
+    return 7 * spec.step_deadline_s + 6 * spec.cleanup_deadline_s
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # EPERM: someone else's process by that number
+    return True
+
+
+def remove_stale(tmp: str, older_than_s: float) -> List[str]:
+    """Remove log directories killed runs left: ours (same uid), a directory (not a link),
+    last modified more than ``older_than_s`` ago, whose pid (in the name) is gone. Returns
+    the names removed."""
+    now = time.time()
+    removed: List[str] = []
+    try:
+        entries = list(os.scandir(tmp))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(TEMP_PREFIX):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            pid = int(entry.name[len(TEMP_PREFIX):].split("-", 1)[0])
+        except (OSError, ValueError):
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or pid <= 0:
+            continue
+        if now - st.st_mtime < older_than_s or _alive(pid):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
 
 
 def _import() -> Any:
@@ -56,7 +106,9 @@ class CriRoute:
             return attempt.record()
         channel = grpc.insecure_channel(f"unix://{spec.socket}")
         rt, img = stubs.RuntimeServiceStub(channel), stubs.ImageServiceStub(channel)
-        logdir = Path(tempfile.mkdtemp(prefix="gna-workload-"))
+        tmp = tempfile.gettempdir()
+        remove_stale(tmp, run_deadline_s(spec))
+        logdir = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=tmp))
         try:
             self._leftovers(grpc, cri, rt, spec, attempt)
             self._run(grpc, cri, rt, img, spec, attempt, logdir)
