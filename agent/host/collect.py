@@ -54,15 +54,12 @@ ALWAYS_READ = ("/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname")
 # Kubernetes, config.d for nodeadm; docs/checks-container.md).
 IMPORT_DIRS = ("/etc/containerd",)
 IMPORT_SUFFIX = ".toml"
-# Declared reads that are binary: copied byte for byte, not decoded and redacted as text (which
-# would replace their bytes and break them). glibc's ld.so.cache holds sonames and library
-# paths only (ldconfig(8)); agent/ldcache.py parses it.
+# Binary reads, copied byte for byte (as text their bytes would be replaced): glibc's
+# ld.so.cache holds sonames and library paths only (ldconfig(8)); agent/ldcache.py parses it.
 VERBATIM_NAMES = frozenset({"ld.so.cache"})
 
-# The least a recorded command is given (the Check default, agent/model.py); a check whose
-# own timeout_s is longer (a site check's sidecar `timeout`, gpu-workload) gives its commands
-# that instead, so collect does not record as timed out what the check itself waits for. The
-# bound is the check's own deadline, never unbounded.
+# The least a recorded command is given (the Check default, agent/model.py); a check with a
+# longer timeout_s (a site check's sidecar `timeout`) gives its commands that: its own bound.
 DEFAULT_RUN_TIMEOUT_S = 10.0
 
 log = logging.getLogger("gpu-node-agent.host.collect")
@@ -78,8 +75,7 @@ class Targets:
         self.run_timeouts: Dict[Tuple[str, ...], float] = {}
 
     def run_timeout(self, argv: Tuple[str, ...], scale: float = 1.0) -> float:
-        """Seconds collect gives ``argv``: the longest declaring check's timeout_s, at least
-        DEFAULT_RUN_TIMEOUT_S, times the run's --timeout-scale."""
+        """The longest declaring check's timeout_s, at least the default, times the scale."""
         return max(DEFAULT_RUN_TIMEOUT_S, self.run_timeouts.get(argv, 0.0)) * scale
 
 
@@ -189,10 +185,8 @@ class Collector:
                 return
         finally:
             os.close(fd)
-        if posixpath.basename(canonical) in VERBATIM_NAMES:
-            content = data
-        else:
-            content = redact_file(host_path, data.decode("utf-8", errors="replace")).encode()
+        content = data if posixpath.basename(canonical) in VERBATIM_NAMES else redact_file(
+            host_path, data.decode("utf-8", errors="replace")).encode()
         for path, target in self._links(host_path):
             if target is not None:
                 self.tree.symlink(path, target)
