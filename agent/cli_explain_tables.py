@@ -11,7 +11,9 @@ from agent.model import DRA_PATHS
 FACT_SOURCES: Mapping[str, str] = {
     "pci_devices": "PCI functions of vendor 10de (udev; else /sys/bus/pci/devices/*/"
     "{vendor,device,class} and the driver link)",
-    "dev_nodes": "/dev/nvidia* character devices with their major/minor numbers (stat)",
+    "dev_nodes": "/dev/nvidia* character devices with their major/minor numbers (stat), and "
+    "those one level down in /dev/nvidia* directories (/dev/nvidia-caps/nvidia-capN, the IMEX "
+    "channels /dev/nvidia-caps-imex-channels/channelN)",
     "adjtimex": "the kernel's clock discipline state (adjtimex(2), modes 0: read-only)",
     "node": "this host's Node from the Kubernetes API (labels, capacity, allocatable)",
     "runtimeclasses": "RuntimeClass objects from the Kubernetes API",

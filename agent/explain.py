@@ -122,8 +122,8 @@ def source_lines(check: Check) -> List[str]:
     for pattern in check.presence:
         lines.append(f"    exists   {pattern} (name, mode and link target; not the content)")
     if check.discover is not None:
-        lines.append("    files    named inside the files above (imports, spec paths), found at "
-                     "run time")
+        lines.append("    files    named inside the files above (imports, spec paths, the "
+                     "library an ld.so.cache names), found at run time")
     for argv in check.runs:
         lines.append(f"    command  {' '.join(argv)}")
     for name in check.facts:
