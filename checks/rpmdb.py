@@ -149,7 +149,9 @@ def installed_versions(data: bytes, packages: Iterable[str]) -> Dict[str, Tuple[
         finally:
             conn.close()
     except sqlite3.Error as exc:
-        raise RpmDbError(f"SQLite: {exc}") from None
+        raise RpmDbError(f"SQLite: {str(exc) or type(exc).__name__}") from None
+    except UnicodeDecodeError:  # the sqlite3 module decodes TEXT values (the schema) as UTF-8
+        raise RpmDbError("SQLite: text in the schema is not UTF-8") from None
     finally:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)

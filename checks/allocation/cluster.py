@@ -18,7 +18,8 @@ def node_labels(node: Any) -> Optional[Dict[str, str]]:
     """The Node's labels; None when the Node is not available (API unreachable/not captured)."""
     if not isinstance(node, dict) or "error" in node:
         return None
-    labels = (node.get("metadata") or {}).get("labels") or {}
+    metadata = node.get("metadata")  # a bundle's Node is hostile: any JSON in any field
+    labels = (metadata.get("labels") if isinstance(metadata, dict) else None) or {}
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
 

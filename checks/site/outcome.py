@@ -92,7 +92,7 @@ def _json_line(line: str) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     if extra:
         return None, f"unknown key(s) {', '.join(extra)} (known: details, status, summary)"
     status = data.get("status")
-    if status is not None and status not in JSON_STATUSES:
+    if status is not None and (not isinstance(status, str) or status not in JSON_STATUSES):
         return None, f"status {str(status)[:40]!r} is not pass, warn or fail"
     summary = data.get("summary")
     if summary is not None and not isinstance(summary, str):

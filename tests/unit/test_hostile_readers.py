@@ -3,6 +3,7 @@ tree before its fix (checks/rpmdb.py, agent/safeio/nodeadm.py, checks/site/loade
 outcome.py)."""
 import base64
 import gzip
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from agent.hostview import CommandResult
 from agent.safeio.nodeadm import MAX_INFLATED, NODE_CONFIG_MEDIA_TYPE, node_configs
+from checks.allocation.cluster import node_labels
 from checks.rpmdb import RpmDbError, installed_versions
 from checks.site.loader import load_site_checks
 from checks.site.outcome import _json_line
@@ -57,6 +59,22 @@ def test_rpmdb_in_rpms_own_schema_still_reads(tmp_path):
     db.commit()
     db.close()
     assert installed_versions(path.read_bytes(), [PKG]) == {PKG: ("1.18.0", "1")}
+
+
+def test_rpmdb_whose_schema_text_is_not_utf8_is_refused(tmp_path):
+    # Found by tests/fuzz/test_fuzz_todays_readers.py (one byte of a database changed): a
+    # schema SQLite cannot parse near a byte that is not UTF-8 makes an error message the
+    # sqlite3 module cannot decode, and it raised UnicodeDecodeError, not an sqlite3.Error.
+    path = tmp_path / "rpmdb.sqlite"
+    db = sqlite3.connect(str(path))
+    db.execute("CREATE TABLE 'Packages' (hnum INTEGER PRIMARY KEY AUTOINCREMENT, "
+               "blob BLOB NOT NULL)")
+    db.commit()
+    db.close()
+    data = path.read_bytes().replace(b"'Packages' (hnum", b"'Packages' \xb8hnum")
+    # Python 3.13 raises UnicodeDecodeError here; 3.9's sqlite3 an sqlite3.Error with no text.
+    with pytest.raises(RpmDbError, match=r"^SQLite: (text in the schema is not UTF-8|\w)"):
+        installed_versions(data, [PKG])
 
 
 def _mime(parts: List[Tuple[str, str]]) -> str:
@@ -143,3 +161,20 @@ def test_site_check_unchanged_still_runs(tmp_path):
     host = _Live()
     out = check.run(host, None)  # type: ignore[arg-type]
     assert len(host.ran) == 1 and out.status.value == "pass"
+
+
+@pytest.mark.parametrize("status", [[], {}, ["pass"]])
+def test_site_json_status_of_the_wrong_type_is_refused_not_raised(status):
+    # Found by the fuzz target: `[] in {...}` raised TypeError (unhashable type: 'list').
+    data, problem = _json_line(json.dumps({"status": status}))
+    assert data is None and problem is not None and "is not pass, warn or fail" in problem
+
+
+@pytest.mark.parametrize("node, labels", [
+    ({"metadata": True}, {}), ({"metadata": ["x"]}, {}),
+    ({"metadata": {"labels": {"a": "b"}}}, {"a": "b"}),
+])
+def test_node_labels_of_a_node_with_metadata_of_the_wrong_type(node, labels):
+    # Found by the fuzz target through allocation-owner (a bundle's `node` fact is any JSON):
+    # `True.get` raised AttributeError.
+    assert node_labels(node) == labels
