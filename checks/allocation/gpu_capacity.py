@@ -176,6 +176,18 @@ def _attr(device: Mapping[str, Any], name: str) -> Any:  # DeviceAttribute {"str
     return _d(_d(device.get("attributes")).get(name)).get("string")
 
 
+# A Node's slices are API data a bundle carries as it was given: 100,000 device UUIDs made a
+# 4 MB summary. The summary names the first few; details keep at most MAX_LISTED of each list
+# (sorted, so the same ones every run) beside the full counts.
+SHOWN = 8
+MAX_LISTED = 1024
+
+
+def _some(items: List[str]) -> str:
+    more = f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
+    return ", ".join(items[:SHOWN]) + more
+
+
 def _dra(host: HostView, gpus: List[Dict[str, Any]]) -> Outcome:
     fact = host.fact("resourceslices")
     if fact is None:
@@ -205,16 +217,18 @@ def _dra(host: HostView, gpus: List[Dict[str, Any]]) -> Outcome:
         known.update(g["mig_uuids"] or [])
     # A MIG device of a GPU whose MIG devices the snapshot does not list cannot be checked.
     stray = sorted(u for u in published - known if not (u.startswith("MIG-") and unverifiable))
-    details: Dict[str, Any] = {"slices": len(slices), "published_uuids": sorted(published),
-               "host_uuids": sorted(known)}
+    details: Dict[str, Any] = {"slices": len(slices),
+                               "published_uuids": sorted(published)[:MAX_LISTED],
+                               "host_uuids": sorted(known)[:MAX_LISTED],
+                               "published_count": len(published), "host_count": len(known)}
     if stray:
-        return failed(f"ResourceSlice device UUID(s) the host does not have: {', '.join(stray)}",
+        return failed(f"ResourceSlice device UUID(s) the host does not have: {_some(stray)}",
                       code="slice-device-unknown", **details)
     missing = sorted(str(g["uuid"]) for g in gpus if g["healthy"] and g["uuid"]
                      and g["uuid"] not in published and g["uuid"] not in parents
                      and not set(g["mig_uuids"] or []) & published)
     if missing:
-        return failed(f"healthy GPU(s) in no ResourceSlice of {DRA_DRIVER}: {', '.join(missing)}",
+        return failed(f"healthy GPU(s) in no ResourceSlice of {DRA_DRIVER}: {_some(missing)}",
                       code="slice-device-missing", **details)
     return passed(f"{len(published)} device(s) in {len(slices)} ResourceSlice(s) match the host's "
                   f"GPUs by UUID", **details)

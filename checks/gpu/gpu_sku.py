@@ -95,7 +95,9 @@ class _Judged:
         if isinstance(have, float) and have.is_integer():
             have = int(have)
         shown = text(have, 60) if isinstance(have, str) else have
-        self.mismatches.append({"gpu": gpu.get("index"), "pci_bus_id": gpu.get("pci_bus_id"),
+        bus = gpu.get("pci_bus_id")  # any snapshot string: bounded as the summary bounds it
+        self.mismatches.append({"gpu": gpu.get("index"),
+                                "pci_bus_id": text(bus) if bus is not None else None,
                                 "product": product, "field": field, "want": want,
                                 "have": shown, "code": code})
         return shown

@@ -1,0 +1,93 @@
+"""Today's checks with hostile API data and snapshot strings: a ResourceSlice of 100,000
+devices (gpu-capacity's summary and details stay bounded, the verdict is unchanged) and a
+snapshot whose pci_bus_id is 100,000 characters (gpu-sku's details.mismatches bound it as its
+summary does). Both failed on the tree before the fix."""
+import copy
+import json
+from typing import Any, List, Optional
+
+from agent.config import Config, parse_config
+from agent.host.bundle import load_bundle
+from checks.allocation.gpu_capacity import GPU_CAPACITY, MAX_LISTED
+from checks.gpu.gpu_sku import GPU_SKU
+from checks.policy import ResolvedPolicy, load_policy
+from tests.conftest import BUNDLES, bundle
+
+HOST_UUID = "GPU-01000100-0000-0000-0000-000000000000"
+
+
+class ApiHost:
+    is_live = False
+
+    def __init__(self, slices: Any) -> None:
+        self.slices = slices
+
+    def fact(self, name: str) -> Any:
+        if name == "node":
+            return {"metadata": {"name": "n"}, "status": {"allocatable": {}}}
+        return self.slices if name == "resourceslices" else None
+
+    def gpus(self) -> Any:
+        return {"schema_version": 1, "source": "nvml", "driver_version": "580.95.05",
+                "device_count": 1, "gpus": [{"index": 0, "uuid": HOST_UUID, "name": "H100"}]}
+
+    def boot_id(self) -> Optional[str]:
+        return "00000000-0000-0000-0000-000000000000"
+
+    def read_text_or_none(self, path: str) -> Optional[str]:
+        return None
+
+    def glob(self, pattern: str) -> List[str]:
+        return []
+
+    def is_socket(self, path: str) -> bool:
+        return False
+
+
+def test_a_hundred_thousand_stray_slice_devices_keep_the_summary_short():
+    devices = [{"name": f"d{i}", "attributes": {"uuid": {
+        "string": f"GPU-{i:08d}-0000-0000-0000-000000000000"}}} for i in range(100_000)]
+    host = ApiHost({"items": [{"spec": {"driver": "gpu.nvidia.com", "devices": devices}}]})
+    policy = ResolvedPolicy(load_policy(2), "dra",
+                            settings=Config(allocation_path="dra").model_dump())
+    out = GPU_CAPACITY.run(host, policy)  # type: ignore[arg-type]
+    assert (out.status.value, out.code) == ("fail", "slice-device-unknown")
+    # The first 8 in sorted order, then the count of the rest (100,000 - 8).
+    assert out.summary.startswith("ResourceSlice device UUID(s) the host does not have: "
+                                  "GPU-00000000-0000-0000-0000-000000000000, ")
+    assert out.summary.endswith(" and 99992 more")
+    assert len(out.summary) < 500
+    assert out.details["published_count"] == 100_000
+    assert len(out.details["published_uuids"]) == MAX_LISTED == 1024
+    assert out.details["host_uuids"] == [HOST_UUID] and out.details["host_count"] == 1
+
+
+def test_a_long_pci_bus_id_is_bounded_in_gpu_sku_details():
+    name = "gpu-sku-h100-sxm-pass"
+    cfg = parse_config((BUNDLES / name / "test-config.yaml").read_text(), "test-config.yaml")
+    policy = ResolvedPolicy(load_policy(cfg.policy_version, cfg.policy), "dra",
+                            settings=cfg.model_dump())
+    loaded = load_bundle(bundle(name))
+    try:
+        snap: Any = copy.deepcopy(loaded.host.gpus())
+        for gpu in snap["gpus"]:
+            gpu["vbios_version"] = "9" * 100_000  # not the pinned 96.00.74.00.01
+            gpu["pci_bus_id"] = "0" * 100_000
+
+        class Host:
+            def __getattr__(self, attr: str) -> Any:
+                return getattr(loaded.host, attr)
+
+            def gpus(self) -> Any:
+                return snap
+
+        out = GPU_SKU.run(Host(), policy)
+    finally:
+        loaded.close()
+    assert (out.status.value, out.code) == ("fail", "sku-vbios-not-allowed")
+    mismatches = out.details["mismatches"]
+    assert len(mismatches) == 8
+    # readers.text: 80 characters of a snapshot string; 60 for the value shown.
+    assert {m["pci_bus_id"] for m in mismatches} == {"0" * 80}
+    assert {m["have"] for m in mismatches} == {"9" * 60}
+    assert len(json.dumps(out.details)) < 20_000
