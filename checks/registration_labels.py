@@ -65,6 +65,16 @@ def _sources(kube: Mapping[str, Any]) -> Tuple[str, ...]:
     return NODEADM_CONFIGS
 
 
+# The files are hostile input (a bundle's, or a hand-edited host's): a 4 MiB args file of
+# `--node-labels` made a summary as long. Each entry is cut, the summary names the first few.
+SHOWN, MAX_ENTRY, MAX_LISTED = 5, 200, 64
+
+
+def _shown(entries: List[str]) -> str:
+    more = f"; and {len(entries) - SHOWN} more" if len(entries) > SHOWN else ""
+    return "; ".join(entries[:SHOWN]) + more
+
+
 def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
     kube = _kube(policy)
     if kube.get("enabled") is False:
@@ -83,7 +93,7 @@ def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
             flags = [f for doc in file.configs for f in kubelet_flags(doc)]
             # A list entry may hold `--flag value` (nodeadm joins the entries with spaces).
             words = [w for f in flags for w in f.split()]
-            preset += [f"{file.path} spec.kubelet.flags --node-labels sets {k}={v}"
+            preset += [f"{file.path} spec.kubelet.flags --node-labels sets {k}={v}"[:MAX_ENTRY]
                        for k, v in node_labels(words) if k == key]
     for path in KUBELET_ARGS_FILES:
         text = host.read_text_or_none(path)
@@ -92,16 +102,18 @@ def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
                 problems.append(f"{path}: could not be read")
             continue
         read.append(path)
-        preset += [f"{path} --node-labels sets {k}={v}"
+        preset += [f"{path} --node-labels sets {k}={v}"[:MAX_ENTRY]
                    for k, v in node_labels(args_words(text)) if k == key]
     if preset:
         return failed("a kubelet registration label pre-sets the allocation label, so GPU pods "
-                      "can land before the gate opens: " + "; ".join(preset),
-                      code=PRESET, label=key, preset=preset, read=read)
+                      "can land before the gate opens: " + _shown(preset),
+                      code=PRESET, label=key, preset=preset[:MAX_LISTED],
+                      preset_count=len(preset), read=read)
     if problems:
+        problems = [p[:MAX_ENTRY] for p in problems]
         return unknown("cannot tell whether the kubelet registers the allocation label "
-                       f"{key}: " + "; ".join(problems), code=UNREADABLE, label=key,
-                       problems=problems, read=read)
+                       f"{key}: " + _shown(problems), code=UNREADABLE, label=key,
+                       problems=problems[:MAX_LISTED], read=read)
     if not read:
         # Nothing to judge (a host before its kubelet is set up, or a bundle without these
         # files): not a pass, which would claim the flags were seen.

@@ -46,7 +46,10 @@ from checks.policy import ResolvedPolicy
 UNIT = "nvidia-imex"
 IS_ACTIVE = ("systemctl", "is-active", UNIT)
 IS_ENABLED = ("systemctl", "is-enabled", UNIT)
-CHANNEL = re.compile(r"/dev/nvidia-caps-imex-channels/channel(\d+)")
+# ASCII digits, bounded: `\d` and str.isdigit also take "²" and "١", which int() refuses or
+# reads, and int() refuses more than 4,300 digits (Python >= 3.11).
+CHANNEL = re.compile(r"/dev/nvidia-caps-imex-channels/channel([0-9]{1,10})")
+_MAJOR = re.compile(r"[0-9]{1,10}")
 CHANNEL_DEVICE = "nvidia-caps-imex-channels"
 PROC_DEVICES = "/proc/devices"
 # NVIDIA/k8s-dra-driver-gpu, cmd/compute-domain-kubelet-plugin/main.go: DriverName
@@ -131,7 +134,7 @@ def channel_major(proc_devices: Optional[str]) -> Optional[int]:
             char = line.strip() == "Character devices:"
             continue
         parts = line.split()
-        if char and len(parts) == 2 and parts[1] == CHANNEL_DEVICE and parts[0].isdigit():
+        if char and len(parts) == 2 and parts[1] == CHANNEL_DEVICE and _MAJOR.fullmatch(parts[0]):
             return int(parts[0])
     return None
 

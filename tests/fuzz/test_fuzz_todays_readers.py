@@ -324,3 +324,27 @@ def through_the_checks(case: Dict[str, Any]) -> None:
 
 test_todays_checks_quick = quick(CASES, through_the_checks)
 test_todays_checks_deep = deep("today's checks over any host", CASES, through_the_checks)
+
+# --- kubelet args words: the linear splitter against shlex, its oracle ----------------------
+
+SHELL_LINE = st.text(st.sampled_from(list(" \t\r\n#'\"\\ab=-,") + ["é", "\x00"]), max_size=30)
+
+
+def same_as_shlex(line: str) -> None:
+    import shlex
+
+    from agent.safeio.nodeadm import _split
+
+    try:
+        want: Any = shlex.split(line, comments=True)
+    except ValueError:
+        want = ValueError
+    try:
+        got: Any = _split(line)
+    except ValueError:
+        got = ValueError
+    expect(got == want, "differs from shlex.split(comments=True)", (line, got, want))
+
+
+test_args_split_quick = quick(SHELL_LINE, same_as_shlex)
+test_args_split_deep = deep("kubelet args splitter vs shlex", SHELL_LINE, same_as_shlex)

@@ -12,8 +12,14 @@ from typing import List, Tuple
 import pytest
 
 from agent.hostview import CommandResult
-from agent.safeio.nodeadm import MAX_INFLATED, NODE_CONFIG_MEDIA_TYPE, node_configs
-from checks.allocation.cluster import node_labels
+from agent.safeio.nodeadm import (
+    MAX_INFLATED,
+    NODE_CONFIG_MEDIA_TYPE,
+    args_words,
+    node_configs,
+    node_labels,
+)
+from checks.allocation.cluster import node_labels as cluster_node_labels
 from checks.rpmdb import RpmDbError, installed_versions
 from checks.site.loader import load_site_checks
 from checks.site.outcome import _json_line
@@ -177,4 +183,14 @@ def test_site_json_status_of_the_wrong_type_is_refused_not_raised(status):
 def test_node_labels_of_a_node_with_metadata_of_the_wrong_type(node, labels):
     # Found by the fuzz target through allocation-owner (a bundle's `node` fact is any JSON):
     # `True.get` raised AttributeError.
-    assert node_labels(node) == labels
+    assert cluster_node_labels(node) == labels
+
+
+def test_a_megabyte_of_kubelet_args_in_one_quoted_value_is_split():
+    # Before: shlex grew the one quoted token a character at a time (quadratic); 1.1 MB took
+    # 38 s here and the 4 MiB read cap ~10 minutes (registration-labels' 5 s deadline passed
+    # first). The words are the same as shlex's (tests/fuzz/test_fuzz_todays_readers.py).
+    key = "workload.example.com/gpu-allocation"
+    flags = " ".join(f"--node-labels={key}=v{i}" for i in range(20_000))
+    pairs = node_labels(args_words(f'NODEADM_KUBELET_ARGS="{flags}"\n'))
+    assert len(pairs) == 20_000 and pairs[0] == (key, "v0") and pairs[-1] == (key, "v19999")
