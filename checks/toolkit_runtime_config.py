@@ -57,6 +57,7 @@ SRC_CONFIG = ("NVIDIA/nvidia-container-toolkit internal/config/config.go (`nvidi
               "accept-nvidia-visible-devices-as-volume-mounts = false, "
               "[nvidia-container-runtime] mode = \"auto\")")
 SRC_PLUGIN = "NVIDIA/k8s-device-plugin README, \"deviceListStrategy\""
+MAX_MODE_SHOWN = 64
 
 
 def _settings(data: Dict[str, Any]) -> Dict[str, Any]:
@@ -113,6 +114,9 @@ def _runtime_config(host: HostView, policy: ResolvedPolicy) -> Outcome:
             isinstance(found[k], bool) for k in (ENVVAR_KEY, MOUNTS_KEY)):
         return unknown(f"{CONFIG}: mode must be a string and the accept-* keys booleans",
                        code=INVALID, config=CONFIG)
+    # The toolkit's modes are short words; a hostile file's mode is shown cut (its verdict is
+    # the same: only "cdi" is judged, and a longer string is not "cdi").
+    found["mode"] = found["mode"][:MAX_MODE_SHOWN]
     if policy.path in DRA_PATHS and text is None:
         return input_missing(f"no {CONFIG}: on the {policy.path} path containerd injects the "
                              f"DRA driver's CDI devices itself", config=CONFIG)

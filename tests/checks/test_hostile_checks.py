@@ -143,3 +143,19 @@ def test_registration_labels_summary_stays_bounded(tmp_path):
     assert got["summary"].endswith("; and 19996 more")  # 20,001 entries, 5 shown
     assert len(got["summary"]) < 1500
     assert got["details"]["preset_count"] == 20_001 and len(got["details"]["preset"]) == 64
+
+
+# --- toolkit-runtime-config: a mode string of 100,000 characters ------------------------------
+
+@pytest.mark.parametrize("path", ["dra", "device-plugin"])
+def test_toolkit_runtime_mode_is_shown_cut(tmp_path, path):
+    root = tmp_path / "root"
+    cfg = root / "etc/nvidia-container-runtime/config.toml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text('[nvidia-container-runtime]\nmode = "' + "x" * 100_000 + '"\n')
+    res = run_cli(["check", "--host-root", str(root), "--path", path, "--only",
+                   "toolkit-runtime-config", "--format", "json"])
+    (got,) = [c for c in res.json()["checks"] if c["id"] == "toolkit-runtime-config"]
+    assert got["status"] == "pass", got  # not "cdi": the verdict is unchanged
+    assert f"runtime mode '{'x' * 64}'" in got["summary"] and len(got["summary"]) < 400
+    assert got["details"]["mode"] == "x" * 64
