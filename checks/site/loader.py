@@ -160,7 +160,9 @@ def load_site_checks(directory: Optional[str]) -> List[Check]:
         # fullmatch: `$` also matches before a final newline, so match() took "abc\n".
         if not NAME.fullmatch(name) or len(name) > MAX_NAME or name in seen:
             why = f"same name as {seen[name]}" if name in seen else "not lowercase kebab-case"
-            bad.append(f"{entry} ({why})")
+            # A file name may hold a newline or a control character: shown escaped, so the
+            # summary stays one line.
+            bad.append(f"{entry if entry.isprintable() else ascii(entry)} ({why})")
             continue
         seen[name] = entry
         if len(checks) >= MAX_CHECKS:

@@ -194,3 +194,12 @@ def test_a_megabyte_of_kubelet_args_in_one_quoted_value_is_split():
     flags = " ".join(f"--node-labels={key}=v{i}" for i in range(20_000))
     pairs = node_labels(args_words(f'NODEADM_KUBELET_ARGS="{flags}"\n'))
     assert len(pairs) == 20_000 and pairs[0] == (key, "v0") and pairs[-1] == (key, "v19999")
+
+
+def test_a_site_check_file_name_with_a_newline_is_shown_escaped(tmp_path):
+    d = _site_dir(tmp_path, ["ib\n", "ok-name"])
+    checks = load_site_checks(str(d))
+    (dir_check,) = [c for c in checks if c.id == "site-checks"]
+    out = dir_check.run(None, None)  # type: ignore[arg-type]  # a refusal reads no host
+    assert "\n" not in out.summary
+    assert "'ib\\n' (not lowercase kebab-case)" in out.summary
