@@ -41,7 +41,7 @@ def run_deadline_s(spec: WorkloadSpec) -> float:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # OverflowError: no pid is that large
         return False
     except OSError:
         return True  # EPERM: someone else's process by that number

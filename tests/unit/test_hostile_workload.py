@@ -2,6 +2,7 @@
 and CDI spec files (CDI SPEC.md shape) with alias bombs, wrong types and commas that would
 split ctr's --mount field. Each test failed on the tree before the fix in
 agent/host/workload_native.py."""
+import os
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,15 @@ def test_an_image_starting_with_a_dash_is_never_handed_to_ctr(tmp_path):
     assert rec["failed_step"] == "image"
     assert "workload.image '--plain-http' starts with '-'" in rec["error"]
     assert not called.exists()
+
+
+def test_a_leftover_directory_named_with_a_pid_too_large_for_kill_is_removed(tmp_path):
+    # Before: os.kill(10**20, 0) raised OverflowError out of remove_stale, and every CRI run
+    # failed at step "tool" until the directory was removed by hand.
+    from agent.host.workload_cri import TEMP_PREFIX, remove_stale
+
+    name = f"{TEMP_PREFIX}{10**20}-x"
+    (tmp_path / name).mkdir()
+    os.utime(tmp_path / name, (0, 0))  # 1970: older than any deadline
+    assert remove_stale(str(tmp_path), 10) == [name]
+    assert not (tmp_path / name).exists()
