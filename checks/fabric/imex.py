@@ -245,7 +245,10 @@ def _imex(host: HostView, policy: ResolvedPolicy) -> Outcome:
         return warned(f"IMEX channel node(s) do not match the driver: {'; '.join(wrong[:4])}",
                       code=CHANNEL_NODE_MISMATCH, **details)
     installed = service.enabled is not None and not service.absent
-    if cd or channels or cliques or installed:
+    # ComputeDomains evidence alone (a socket) with neither the channel nodes nor the snapshot
+    # captured is too little to call this host's IMEX sound: that is missing input.
+    seen = channels is not None or cliques is not None
+    if channels or cliques or installed or (cd and seen):
         role = "ComputeDomains host" if cd else "host IMEX" if service.conflicting else "IMEX"
         return passed(f"{role}: {facts}", **details)
     if service.absent and channels is not None:

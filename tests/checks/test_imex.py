@@ -228,3 +228,30 @@ def test_clique_ids_count_only_gpus_whose_registration_completed():
     out = judge(host)
     assert (out.status, out.code) == ("warn", "clique-id-mismatch")
     assert "clique 0: GPU 2; clique 5: GPU 0, 1" in out.summary
+
+
+def test_a_compute_domains_socket_alone_is_missing_input_not_a_pass():
+    # The plugin's registration socket says ComputeDomains; with no systemctl (rc 127), no
+    # dev_nodes and no snapshot nothing about IMEX itself was seen: not a pass.
+    from agent.hostview import CommandResult
+    from checks.fabric.imex import IMEX
+    from checks.policy import ResolvedPolicy, load_policy
+
+    class Bare:
+        def run(self, argv, timeout=10.0):
+            return CommandResult(tuple(argv), 127)
+
+        def glob(self, pattern):
+            return ["/var/lib/kubelet/plugins_registry/compute-domain.nvidia.com-reg.sock"]
+
+        def fact(self, name):
+            return None
+
+        def read_text_or_none(self, path):
+            return None
+
+        def gpus(self):
+            return None
+
+    out = IMEX.run(Bare(), ResolvedPolicy(load_policy(2), "dra"))
+    assert (out.status.value, out.skip) == ("skip", "input-missing")
