@@ -17,14 +17,8 @@ what the running kubelet got, the NodeConfig what the next `nodeadm init` render
 """
 from typing import Any, List, Mapping, Tuple
 
-from agent.safeio.nodeadm import (
-    KUBELET_ARGS_FILES,
-    NODEADM_CONFIGS,
-    args_words,
-    kubelet_flags,
-    node_labels,
-    read_sources,
-)
+from agent.safeio.kubelet_args import args_words, node_labels
+from agent.safeio.nodeadm import KUBELET_ARGS_FILES, NODEADM_CONFIGS, kubelet_flags, read_sources
 from checks.base import (
     ALL_PATHS,
     Check,

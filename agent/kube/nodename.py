@@ -20,10 +20,10 @@ import re
 from typing import Any, Iterable, List, Optional, Tuple
 
 from agent.kube.keymaterial import client_cert_cn
+from agent.safeio.kubelet_args import args_words
 from agent.safeio.nodeadm import (
     KUBELET_ARGS_FILES,
     NODEADM_CONFIGS,
-    args_words,
     hybrid_node_name,
     read_sources,
 )

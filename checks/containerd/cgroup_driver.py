@@ -18,7 +18,8 @@ kubelet units read (agent/safeio/nodeadm.py KUBELET_ARGS_FILES), else kubeadm's
 """
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from agent.safeio.nodeadm import KUBELET_ARGS_FILES, args_words, flag_values
+from agent.safeio.kubelet_args import args_words, flag_values
+from agent.safeio.nodeadm import KUBELET_ARGS_FILES
 from agent.safeio.yamlio import YamlError, safe_load
 from checks.base import (
     RUNTIME_HANDLER_PATHS,

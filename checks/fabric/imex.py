@@ -19,7 +19,6 @@ The rest is a report (warn at most, never unknown, so it closes no gate by defau
 - whether this is a ComputeDomains host: config `imex.compute_domains`, or (auto) the
   compute-domain kubelet plugin registered with the kubelet.
 """
-import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from checks.base import (
@@ -38,6 +37,12 @@ from checks.base import (
     passed,
     warned,
 )
+from checks.fabric.channels import (  # noqa: F401 (channel_major: the tests read it here)
+    CHANNEL_DEVICE,
+    PROC_DEVICES,
+    channel_major,
+    read_channels,
+)
 from checks.fabric.policy import ImexPolicy
 from checks.gpu.common import setting
 from checks.gpu.readers import snapshot_problem, text
@@ -46,12 +51,6 @@ from checks.policy import ResolvedPolicy
 UNIT = "nvidia-imex"
 IS_ACTIVE = ("systemctl", "is-active", UNIT)
 IS_ENABLED = ("systemctl", "is-enabled", UNIT)
-# ASCII digits, bounded: `\d` and str.isdigit also take "²" and "١", which int() refuses or
-# reads, and int() refuses more than 4,300 digits (Python >= 3.11).
-CHANNEL = re.compile(r"/dev/nvidia-caps-imex-channels/channel([0-9]{1,10})")
-_MAJOR = re.compile(r"[0-9]{1,10}")
-CHANNEL_DEVICE = "nvidia-caps-imex-channels"
-PROC_DEVICES = "/proc/devices"
 # NVIDIA/k8s-dra-driver-gpu, cmd/compute-domain-kubelet-plugin/main.go: DriverName
 # "compute-domain.nvidia.com". A DRA kubelet plugin registers with a socket in the kubelet's
 # plugins_registry named <driver>-reg.sock, with an instance id before "-reg.sock" when it
@@ -123,45 +122,6 @@ def read_service(host: HostView) -> Service:
     active = _state(host.run(list(IS_ACTIVE), timeout=10), ACTIVE_STATES, unread)
     enabled = _state(host.run(list(IS_ENABLED), timeout=10), FILE_STATES, unread)
     return Service(active, enabled, unread)
-
-
-def channel_major(proc_devices: Optional[str]) -> Optional[int]:
-    """The char major of nvidia-caps-imex-channels in /proc/devices ("234 name" lines under
-    "Character devices:", proc(5)); None when the file or the entry is absent."""
-    char = False
-    for line in (proc_devices or "").splitlines():
-        if line.strip().endswith("devices:"):
-            char = line.strip() == "Character devices:"
-            continue
-        parts = line.split()
-        if char and len(parts) == 2 and parts[1] == CHANNEL_DEVICE and _MAJOR.fullmatch(parts[0]):
-            return int(parts[0])
-    return None
-
-
-def read_channels(host: HostView) -> Tuple[Optional[List[str]], List[str]]:
-    """(channel nodes as "channelN major:minor", None when dev_nodes is not captured; the nodes
-    whose major or minor is wrong)."""
-    nodes = host.fact("dev_nodes")
-    if not isinstance(nodes, list):
-        return None, []
-    proc = host.read_text_or_none(PROC_DEVICES)
-    major = channel_major(proc)
-    found, wrong = [], []
-    for node in nodes:
-        path = node.get("path") if isinstance(node, Mapping) else None
-        m = CHANNEL.fullmatch(path) if isinstance(path, str) else None
-        if m is None:
-            continue
-        nmaj, nmin = node.get("major"), node.get("minor")
-        found.append(f"channel{m.group(1)} {nmaj}:{nmin}")
-        if nmin != int(m.group(1)):
-            wrong.append(f"{path} has minor {nmin}, not {m.group(1)}")
-        elif proc is not None and major is None:
-            wrong.append(f"{path} exists but {PROC_DEVICES} lists no {CHANNEL_DEVICE}")
-        elif major is not None and nmaj != major:
-            wrong.append(f"{path} has major {nmaj}, {PROC_DEVICES} says {major}")
-    return found, wrong
 
 
 def read_cliques(host: HostView) -> Tuple[Optional[Dict[int, int]], str]:

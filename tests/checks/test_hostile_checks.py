@@ -11,7 +11,8 @@ import pytest
 
 from agent.config import Config, parse_config
 from agent.host.bundle import load_bundle
-from checks.allocation.gpu_capacity import GPU_CAPACITY, MAX_LISTED
+from checks.allocation.gpu_capacity import GPU_CAPACITY
+from checks.allocation.slices import MAX_LISTED
 from checks.fabric.imex import channel_major, read_channels
 from checks.gpu.gpu_sku import GPU_SKU
 from checks.policy import ResolvedPolicy, load_policy
