@@ -40,6 +40,7 @@ from checks.base import (
     skipped,
     unknown,
 )
+from checks.containerd.cdi_specs import HOST_WIDE_KIND, SPEC_GLOBS, device_names, load_specs
 from checks.containerd.config import parse_toml, read_config
 from checks.operator.state import toolkit_owned
 from checks.policy import ResolvedPolicy
@@ -78,17 +79,31 @@ def _strategy(policy: ResolvedPolicy) -> str:
     return value if value in STRATEGIES else "envvar"
 
 
-def _judge(found: Dict[str, Any], strategy: str, where: str) -> Optional[Outcome]:
+def uuid_named_gpus(host: HostView) -> bool:
+    """Whether the host's nvidia.com/gpu CDI specs name GPUs by UUID ("GPU-..."): what the
+    device plugin puts in NVIDIA_VISIBLE_DEVICES (deviceIDStrategy uuid, its default), and what
+    cdi mode then looks up as nvidia.com/gpu=<value>. `nvidia-ctk cdi generate
+    --device-name-strategy` decides the names (index unless told, uuid too when given)."""
+    return any(name.startswith("GPU-")
+               for spec in load_specs(host)
+               if spec.data is not None and spec.kind == HOST_WIDE_KIND
+               for name in device_names(spec.data))
+
+
+def _judge(found: Dict[str, Any], strategy: str, where: str,
+           uuid_named: bool = False) -> Optional[Outcome]:
     details = dict(found, device_list_strategy=strategy, config=where)
     if strategy == "envvar" and found[ENVVAR_KEY] is not True:
         return failed(f"{where}: {ENVVAR_KEY} = {_toml(found[ENVVAR_KEY])}, so the runtime ignores "
                       f"NVIDIA_VISIBLE_DEVICES in unprivileged pods, and the device plugin "
                       f"passes GPUs that way (deviceListStrategy envvar): pods start without "
                       f"their GPUs", code=ENVVAR_REFUSED, **details)
-    if strategy == "envvar" and found["mode"] == "cdi":
+    if strategy == "envvar" and found["mode"] == "cdi" and not uuid_named:
         return failed(f"{where}: mode = \"cdi\" resolves NVIDIA_VISIBLE_DEVICES as CDI names "
                       f"(nvidia.com/gpu=<value>), and the device plugin passes GPU ids there "
-                      f"(deviceListStrategy envvar): use a CDI strategy or mode \"auto\"",
+                      f"(deviceListStrategy envvar) and no NVIDIA CDI spec names GPUs by "
+                      f"UUID: use a CDI strategy, mode \"auto\", or a spec generated with "
+                      f"--device-name-strategy=uuid",
                       code=CDI_MODE_ENVVAR, **details)
     if strategy == "volume-mounts" and found[MOUNTS_KEY] is not True:
         return failed(f"{where}: {MOUNTS_KEY} = {_toml(found[MOUNTS_KEY])}, so the runtime ignores "
@@ -125,7 +140,7 @@ def _runtime_config(host: HostView, policy: ResolvedPolicy) -> Outcome:
                       f"containerd injects the DRA driver's CDI devices itself, so the mode "
                       f"does not decide whether GPUs arrive", **found, config=where)
     strategy = _strategy(policy)
-    verdict = _judge(found, strategy, where)
+    verdict = _judge(found, strategy, where, uuid_named_gpus(host))
     if verdict is not None:
         return verdict
     if text is None:
@@ -153,7 +168,7 @@ TOOLKIT_RUNTIME_CONFIG = Check(
         "toolkit.device_list_strategy in the agent config to the strategy the plugin runs with."
     ),
     run=_runtime_config,
-    reads=(CONFIG,),
+    reads=(CONFIG,) + SPEC_GLOBS,
     timeout_s=5.0,
     since_policy=2,
     failures=(

@@ -85,3 +85,33 @@ def test_an_unknown_strategy_is_a_config_error(tmp_path):
     res = run_cli(["check", "--bundle", bundle("toolkit-runtime-config-default"), "--config",
                    str(config), "--only", CHECK])
     assert res.rc == 2 and "device_list_strategy" in res.err
+
+
+def test_cdi_mode_with_a_spec_that_names_gpus_by_uuid_serves_the_envvar_strategy(tmp_path):
+    # The device plugin puts GPU UUIDs in NVIDIA_VISIBLE_DEVICES (deviceIDStrategy uuid); cdi
+    # mode looks up nvidia.com/gpu=<uuid>: a spec generated with --device-name-strategy=uuid
+    # has those names (CDI spec format: devices[].name), so nothing is missing.
+    import shutil
+
+    from tests.conftest import bundle, run_cli
+
+    dest = tmp_path / "b"
+    shutil.copytree(bundle("toolkit-runtime-config-cdi-mode"), dest, symlinks=True)
+    spec = dest / "root/etc/cdi/nvidia.yaml"
+    spec.parent.mkdir(parents=True)
+    spec.write_text("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
+                    "- name: GPU-0b6c2b7e-0000-4000-8000-000000000000\n"
+                    "  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n"
+                    "containerEdits: {}\n")
+    res = run_cli(["check", "--bundle", str(dest), "--path", "device-plugin", "--only", CHECK,
+                   "--format", "json", "--config",
+                   str(bundle("toolkit-runtime-config-cdi-mode") + "/test-config.yaml")])
+    got = res.json()["checks"][0]
+    assert got["status"] == "pass", got["summary"]
+    # The same host with an index-named spec still fails: the UUIDs resolve to nothing.
+    spec.write_text(spec.read_text().replace("GPU-0b6c2b7e-0000-4000-8000-000000000000", "0"))
+    res = run_cli(["check", "--bundle", str(dest), "--path", "device-plugin", "--only", CHECK,
+                   "--format", "json", "--config",
+                   str(bundle("toolkit-runtime-config-cdi-mode") + "/test-config.yaml")])
+    got = res.json()["checks"][0]
+    assert (got["status"], got["code"]) == ("fail", "toolkit-runtime-cdi-mode-envvar")
