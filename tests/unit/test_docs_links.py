@@ -5,13 +5,14 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-LINK = re.compile(r"\]\(([^)\s]+)\)")
+# An inline link `[text](target)`, or an autolink `<scheme:...>` (CommonMark 6.5).
+LINK = re.compile(r"\]\(([^)\s]+)\)|<([a-z][a-z0-9+.-]*:[^>\s]+)>")
 
 
 def _links():
     for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         for match in LINK.finditer(doc.read_text(encoding="utf-8")):
-            yield doc, match.group(1)
+            yield doc, match.group(1) or match.group(2)
 
 
 def test_no_link_leaves_the_repository():
@@ -32,5 +33,6 @@ def test_every_relative_link_names_a_file_that_exists():
 
 
 def test_the_checker_sees_a_markdown_link():
-    assert LINK.findall("see [x](https://example.invalid/a) and [y](../checks/b.yaml)") == [
-        "https://example.invalid/a", "../checks/b.yaml"]
+    found = [a or b for a, b in LINK.findall(
+        "see [x](https://example.invalid/a), [y](../checks/b.yaml) and <https://example.invalid/c>")]
+    assert found == ["https://example.invalid/a", "../checks/b.yaml", "https://example.invalid/c"]
