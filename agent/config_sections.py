@@ -197,6 +197,12 @@ class RunConfig(_Section):
     # NVML maintenance while the GPU Operator's upgrade controller replaces the driver on this
     # node (the Node label nvidia.com/gpu-driver-upgrade-state: agent/daemon/upgrade.py).
     follow_driver_upgrade: bool = True
+    # Per-GPU telemetry dcgm-exporter also exports (temperatures, framebuffer, remapped rows,
+    # clocks, PCIe, NVLink: agent/outputs/metrics_gpu.py); off: only what health alerts read.
+    gpu_telemetry: bool = False
+    # Per-check check_info, check_duration_seconds, check_last_run_timestamp_seconds (three
+    # series per check; the status series carry the severity without them).
+    check_details: bool = False
 
     @field_validator("listen_address")
     @classmethod

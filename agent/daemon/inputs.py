@@ -32,6 +32,12 @@ class RunSettings(Protocol):
     @property
     def slow_interval(self) -> float: ...
 
+    @property
+    def gpu_telemetry(self) -> bool: ...
+
+    @property
+    def check_details(self) -> bool: ...
+
 
 class DaemonConfig(Protocol):
     """What the daemon reads of a configuration: its `run:` section. The whole config

@@ -37,7 +37,7 @@ from agent.engine import Engine, order_checks, policy_version_of
 from agent.logs import log
 from agent.model import Check, CheckResult, Interval
 from agent.outputs.base import Output
-from agent.outputs.metrics import MetricsEndpoint, Rendered
+from agent.outputs.metrics import MetricsEndpoint, Rendered, renderer
 from agent.outputs.metrics_server import MetricsServer
 from agent.outputs.textfile import TextfileOutput
 from agent.outputs.webconfig import WebConfig, load_web_config
@@ -112,7 +112,7 @@ class Daemon(ProcessShell):
         made = list(outputs_factory(self.gen)) if outputs_factory else []
         self._pump = OutputPump(self._fixed_outputs + made, logger)
         # The fast outputs, fed in the cycle itself: one exposition per Report for both.
-        self._exposition = Rendered()
+        self._exposition = Rendered(renderer(lambda: self.gen.config.run))  # run.gpu_telemetry
         self.server = MetricsServer(self.listen, self.gen.web,
                                     self._exposition(self._compose(None, "", 0.0)))
         self.endpoint = MetricsEndpoint(self.server, self._exposition)

@@ -9,6 +9,11 @@ one-hot status with every known check present from the start; ``gpu`` (the index
 per-GPU label, the UUID/name/PCI id appear once on ``gpu_node_agent_gpu_info``; no free text
 in labels. docs/metrics.md is the hand-written catalogue a test holds this module to. The
 per-GPU series are in agent/outputs/metrics_gpu.py; the text format in exposition.py.
+
+The default exposition is what a health alert needs, so a host's series stay few (each check
+adds its five one-hot status series, which carry its ``severity`` for the alerts' routing;
+docs/metrics.md "Cardinality"). Per-check metadata and timings (``run.check_details``) and the
+per-GPU telemetry dcgm-exporter already exports (``run.gpu_telemetry``) are options.
 """
 import math
 import platform
@@ -22,13 +27,15 @@ from agent.report import Report
 STATUSES: Tuple[str, ...] = tuple(s.value for s in Status)
 
 
-def render(report: Report) -> bytes:
+def render(report: Report, gpu_telemetry: bool = False, check_details: bool = False) -> bytes:
     """The exposition of ``report``: every known check (``report.checks``), the gates, the
-    run's timestamps (``report.run``), the GPU snapshot, NVML counters and XID counts."""
+    run's timestamps (``report.run``), the GPU snapshot, NVML counters and XID counts; with
+    ``check_details`` each check's info, duration and last run, with ``gpu_telemetry`` the
+    per-GPU telemetry (agent/outputs/metrics_gpu.py)."""
     out = Writer()
     results = {r.id: r for r in report.results}
     _agent(out, report)
-    _checks(out, report, results)
+    _checks(out, report, results, check_details)
     # A path absent from ``gates`` has not been evaluated (agent/report.py pending_report):
     # not open.
     out.family("gate_open", "gauge", "1 when the allocation path's gate is open.", (
@@ -38,8 +45,20 @@ def render(report: Report) -> bytes:
                [((("path", report.path),), 1.0)])
     _time_sync(out, results.get("time-sync"))
     _software(out, report, results)
-    gpu_families(out, report)
+    gpu_families(out, report, gpu_telemetry)
     return out.body()
+
+
+def renderer(settings: Callable[[], Any]) -> Callable[[Report], bytes]:
+    """``render`` with the options of the `run:` settings ``settings()`` returns at each call
+    (agent/config_sections.py RunConfig), so a SIGHUP reload applies to the next Report."""
+
+    def _render(report: Report) -> bytes:
+        run = settings()  # getattr: a settings object from before these options renders the default
+        return render(report, gpu_telemetry=bool(getattr(run, "gpu_telemetry", False)),
+                      check_details=bool(getattr(run, "check_details", False)))
+
+    return _render
 
 
 class Rendered:
@@ -76,18 +95,24 @@ def _agent(out: Writer, report: Report) -> None:
                [((), 1.0 if run.config_reload_ok else 0.0)])
 
 
-def _checks(out: Writer, report: Report, results: Mapping[str, Any]) -> None:
+def _checks(out: Writer, report: Report, results: Mapping[str, Any], details: bool) -> None:
     known = report.checks
     def status_rows() -> Iterable[Tuple[Labels, Optional[float]]]:
         for check in known:
             r = results.get(check.id)
             # Before its first run a check is unknown: "present from the start" (NPD style).
             current = str(r.status) if r is not None else "unknown"
+            # The severity rides on the status (static per check: no extra series), so an
+            # alert routes on it without joining check_info (an option since it costs a
+            # series per check).
+            severity = ("severity", str(check.severity))
             for status in STATUSES:
-                yield (("check", check.id), ("status", status)), float(status == current)
+                yield (("check", check.id), ("status", status), severity), float(status == current)
 
     out.family("check_status", "gauge",
                "One-hot status of each check (pass, warn, fail, unknown, skip).", status_rows())
+    if not details:
+        return
     out.family("check_info", "gauge", "Static metadata of each check; always 1.", (
         ((("check", c.id), ("severity", str(c.severity)), ("interval", str(c.interval))), 1.0)
         for c in known))

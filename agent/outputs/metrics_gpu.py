@@ -2,10 +2,17 @@
 the NVML worker's counters and the XID counts. ``gpu`` (the NVML index) is the only per-GPU
 label; the UUID, name and PCI id appear once, on ``gpu_node_agent_gpu_info``
 (https://prometheus.io/docs/practices/naming/: no identity repeated on every series).
-"""
-from typing import Any, List, Mapping, Optional, Tuple
 
-from agent.outputs.exposition import Writer, as_float, dig
+By default only what a health alert reads (prometheus/alerts.yml): identity, whether NVML
+answers, uncorrected ECC, row-remap pending/failed, XIDs. The rest is telemetry, exported only
+with ``run.gpu_telemetry``: framebuffer used/free, GPU temperature and the remapped-row counts
+are in dcgm-exporter's etc/default-counters.csv (DCGM_FI_DEV_FB_USED/FB_FREE, GPU_TEMP,
+CORRECTABLE/UNCORRECTABLE_REMAPPED_ROWS), and the others (thresholds, corrected ECC, clock
+events, PCIe, NVLink, persistence and MIG mode) are state no alert reads.
+"""
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+from agent.outputs.exposition import Labels, Writer, as_float, dig
 from agent.report import Report
 
 # Clock-event reasons that mean the GPU is being slowed by a fault or by heat (nvml.h
@@ -30,9 +37,9 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def gpu_families(out: Writer, report: Report) -> None:
-    """The NVML series: the worker's health, then one set per GPU in the snapshot, then
-    the XID counters."""
+def gpu_families(out: Writer, report: Report, telemetry: bool = False) -> None:
+    """The NVML series: the worker's health, then one set per GPU in the snapshot (the
+    telemetry only with ``telemetry``), then the XID counters."""
     snap = report.gpus
     err = dig(snap, "error")
     out.family("nvml_up", "gauge", "1 when the last GPU snapshot came from NVML without error.",
@@ -61,6 +68,26 @@ def gpu_families(out: Writer, report: Report) -> None:
                 ("pci_bus_id", _text(g.get("pci_bus_id")))), 1.0) for g, lab in idx))
     per("gpu_responding", "gauge", "1 when NVML answered for the GPU without a GPU-level error.",
         lambda g: 0.0 if g.get("error") else 1.0)
+    ecc_types = ("corrected", "uncorrected") if telemetry else ("uncorrected",)
+    out.family("gpu_ecc_errors_total", "counter",
+               "ECC errors by type and NVML counter (volatile resets at driver load).", (
+                   (lab + (("type", t), ("counter", c)), as_float(dig(g, "ecc", c, t)))
+                   for g, lab in idx for c in ("volatile", "aggregate") for t in ecc_types))
+    per("gpu_remap_pending", "gauge", "1 when a row remap waits for a GPU reset.",
+        lambda g: as_float(dig(g, "remapped_rows", "pending")))
+    per("gpu_remap_failed", "gauge", "1 when a row remap failed (the GPU needs service).",
+        lambda g: as_float(dig(g, "remapped_rows", "failure")))
+    if telemetry:
+        _telemetry(out, idx, per)
+    out.family("gpu_xid_errors_total", "counter",
+               "XID errors since boot by GPU index and XID code (kernel log and NVML events).", (
+                   ((("gpu", _key_text(gpu)), ("xid", _key_text(code))), as_float(n))
+                   for (gpu, code), n in sorted(report.xid_counts.items(), key=_xid_key)))
+
+
+def _telemetry(out: Writer, idx: Sequence[Tuple[Mapping[str, Any], Labels]], per: Any) -> None:
+    """The per-GPU series behind ``run.gpu_telemetry`` (module docstring: which duplicate
+    dcgm-exporter's default counters)."""
     per("gpu_memory_total_bytes", "gauge", "Total framebuffer memory.",
         lambda g: as_float(dig(g, "memory", "total_bytes")))
     per("gpu_memory_used_bytes", "gauge", "Used framebuffer memory.",
@@ -71,18 +98,9 @@ def gpu_families(out: Writer, report: Report) -> None:
         lambda g: as_float(dig(g, "temperature", "slowdown_c")))
     per("gpu_shutdown_temperature_celsius", "gauge", "Temperature at which the GPU shuts down.",
         lambda g: as_float(dig(g, "temperature", "shutdown_c")))
-    out.family("gpu_ecc_errors_total", "counter",
-               "ECC errors by type and NVML counter (volatile resets at driver load).", (
-                   (lab + (("type", t), ("counter", c)), as_float(dig(g, "ecc", c, t)))
-                   for g, lab in idx for c in ("volatile", "aggregate")
-                   for t in ("corrected", "uncorrected")))
     out.family("gpu_remapped_rows", "gauge", "Rows remapped, by the kind of error behind it.", (
         (lab + (("cause", cause),), as_float(dig(g, "remapped_rows", cause)))
         for g, lab in idx for cause in ("correctable", "uncorrectable")))
-    per("gpu_remap_pending", "gauge", "1 when a row remap waits for a GPU reset.",
-        lambda g: as_float(dig(g, "remapped_rows", "pending")))
-    per("gpu_remap_failed", "gauge", "1 when a row remap failed (the GPU needs service).",
-        lambda g: as_float(dig(g, "remapped_rows", "failure")))
     out.family("gpu_clock_event_active", "gauge", "1 while a slowdown reason is active.", (
         (lab + (("reason", reason),), _clock_event(g, reason))
         for g, lab in idx for reason in CLOCK_EVENTS))
@@ -101,10 +119,6 @@ def gpu_families(out: Writer, report: Report) -> None:
     out.family("gpu_mig_mode_enabled", "gauge", "1 when MIG mode is enabled (current, pending).", (
         (lab + (("state", state),), _mig(g, state)) for g, lab in idx
         for state in ("current", "pending")))
-    out.family("gpu_xid_errors_total", "counter",
-               "XID errors since boot by GPU index and XID code (kernel log and NVML events).", (
-                   ((("gpu", _key_text(gpu)), ("xid", _key_text(code))), as_float(n))
-                   for (gpu, code), n in sorted(report.xid_counts.items(), key=_xid_key)))
 
 
 def _clock_event(g: Mapping[str, Any], reason: str) -> Optional[float]:

@@ -179,7 +179,8 @@ def test_renderer_on_malformed_snapshots():
     body = render(run_report(gpus={"gpus": 5}, **base)).decode()
     assert "gpu_node_agent_gpus 0" in body and 'gpu="' not in body
     hot = snapshot(temperature={"gpu_c": 10**400, "slowdown_c": 87}, uuid="GPU-\ud800")
-    body = render(run_report(gpus=hot, xid_counts={("²", "79"): 10**400}, **base)).decode()
+    body = render(run_report(gpus=hot, xid_counts={("²", "79"): 10**400}, **base),
+                  gpu_telemetry=True).decode()
     assert "gpu_node_agent_gpu_temperature_celsius" not in body  # no float holds it
     assert 'gpu_node_agent_gpu_slowdown_temperature_celsius{gpu="0"} 87' in body
     assert 'uuid="GPU-?"' in body

@@ -15,7 +15,7 @@ from tests.integration.agentproc import BUNDLES, Prometheus, http_get, start_age
 from tests.unit.test_metrics_endpoint import make_cert
 
 pytestmark = pytest.mark.integration
-FAST = "run:\n  fast_interval: 1\n  slow_interval: 3\n"
+FAST = "run:\n  fast_interval: 1\n  slow_interval: 3\n  gpu_telemetry: true\n"
 
 
 def _need(binary):

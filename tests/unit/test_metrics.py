@@ -28,7 +28,7 @@ def _value(parsed, name, **labels):
 
 
 def test_every_check_has_one_hot_status_before_the_first_run():
-    parsed = _parse(metrics.render(run_report(CHECKS, "1.2.3", "dra")))
+    parsed = _parse(metrics.render(run_report(CHECKS, "1.2.3", "dra"), check_details=True))
     for check in CHECKS:
         rows = {lab["status"]: v for lab, v in parsed["gpu_node_agent_check_status"]
                 if lab["check"] == check.id}
@@ -45,7 +45,8 @@ def test_every_check_has_one_hot_status_before_the_first_run():
 def test_status_follows_the_report_one_hot():
     rep = report()
     parsed = _parse(metrics.render(run_report(
-        CHECKS, "1.2.3", "dra", report=rep, last_run={"time-sync": 1700000001.5})))
+        CHECKS, "1.2.3", "dra", report=rep, last_run={"time-sync": 1700000001.5}),
+        check_details=True))
     for r in rep.results:
         rows = {lab["status"]: v for lab, v in parsed["gpu_node_agent_check_status"]
                 if lab["check"] == r.id}
@@ -71,7 +72,7 @@ def test_time_sync_unknown_is_nan_not_zero():
 
 def test_gpu_series_carry_the_snapshot_values():
     snap = snapshot()
-    parsed = _parse(metrics.render(run_report(CHECKS, "1", "dra", gpus=snap)))
+    parsed = _parse(metrics.render(run_report(CHECKS, "1", "dra", gpus=snap), gpu_telemetry=True))
     g0 = snap["gpus"][0]
     assert _value(parsed, "gpu_node_agent_gpus") == 2
     assert _value(parsed, "gpu_node_agent_gpu_temperature_celsius", gpu=0) == g0["temperature"]["gpu_c"]
@@ -102,7 +103,8 @@ def test_gpu_series_carry_the_snapshot_values():
 
 def test_identity_only_on_the_info_series():
     parsed = _parse(metrics.render(run_report(
-        CHECKS, "1", "dra", report=report(), gpus=snapshot(), xid_counts={("0", "79"): 1})))
+        CHECKS, "1", "dra", report=report(), gpus=snapshot(), xid_counts={("0", "79"): 1}),
+        gpu_telemetry=True, check_details=True))
     for name, rows in parsed.items():
         if name == "gpu_node_agent_gpu_info":
             continue

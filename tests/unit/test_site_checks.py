@@ -109,11 +109,14 @@ def test_metrics_export_each_status(site: Path) -> None:
     assert len(checks) == len(IDS)
     results = Engine(checks).run(live_host(config), resolve_policy(config, origin, "dra"))
     report = build_report(results, "dra", False, "h", 0.0, "1", checks=checks)
-    text = render(report).decode()
+    text = render(report, check_details=True).decode()
+    severity = {c.id: str(c.severity) for c in checks}  # the site's own, on each status series
     for cid, status in {"site-pass": "pass", "site-warn": "warn", "site-fail": "fail",
                         "site-hang": "unknown", "site-refused": "unknown"}.items():
-        row = f'gpu_node_agent_check_status{{check="{cid}",status="{status}"}} 1'
+        row = (f'gpu_node_agent_check_status{{check="{cid}",status="{status}",'
+               f'severity="{severity[cid]}"}} 1')
         assert row in text, row
-    assert 'gpu_node_agent_check_status{check="site-fail",status="pass"} 0' in text
+    assert (f'gpu_node_agent_check_status{{check="site-fail",status="pass",'
+            f'severity="{severity["site-fail"]}"}} 0') in text
     assert ('gpu_node_agent_check_info{check="site-hang",severity="warning",interval="slow"} 1'
             in text)
