@@ -1,0 +1,142 @@
+"""The fleet tests/integration/test_dashboards.py queries: real `gpu-node-agent run` processes on
+named fixture hosts (bundles under tests/fixtures/bundles), a target nothing listens on, and a
+real Prometheus (Debian's binary) scraping them every second with prometheus/recording.yml
+loaded. Also: the dashboards' targets, and Grafana's variables substituted into a query."""
+import json
+import re
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Mapping, Tuple
+
+from tests.components import component
+from tests.integration.agentproc import (
+    BUNDLES,
+    REPO,
+    Proc,
+    free_port,
+    http_get,
+    start_agent,
+    wait_for,
+)
+
+PROM_DIR = REPO / "prometheus"
+DASHBOARDS = {"fleet": PROM_DIR / "dashboards" / "gpu-node-agent-fleet.json",
+              "node": PROM_DIR / "dashboards" / "gpu-node-agent-node.json"}
+JOB = "gpu-node-agent"
+# instance label -> the bundle the agent on that "host" reads (its verdicts: the test's notes).
+HOSTS = {
+    "ready": "full-healthy-dra",
+    "kubelet-too-old": "demo-kubelet-too-old",
+    "xid-79": "xid-79-kmsg",
+    "gpu-lost": "gpu-lost",
+    "nvml-failed": "nvml-responsive-nvml-failed",
+}
+DOWN = "down"  # a target nothing listens on
+# Grafana's $__rate_interval is at least four scrape intervals (Grafana docs, "Query and
+# transform data" > "$__rate_interval"); the scrape interval here is 1 s.
+RATE_INTERVAL = "4s"
+AGENT_CONFIG = "run:\n  fast_interval: 5\n  slow_interval: 10\n"
+
+
+def targets(board: str) -> Iterator[Tuple[str, str, str]]:
+    """(panel title, refId, expr) for every target of every panel of a dashboard."""
+    doc = json.loads(DASHBOARDS[board].read_text())
+    for panel in doc["panels"]:
+        for target in panel.get("targets", []):
+            yield panel["title"], target["refId"], target["expr"]
+
+
+def substitute(expr: str, job: str, instance: str = "") -> str:
+    """Grafana's variables as its Prometheus data source interpolates one selected value: as
+    is, no regex escaping (the names here hold no regex metacharacters)."""
+    assert not re.search(r"[\\.*+?()\[\]{}|^$\"]", job + instance), (job, instance)
+    out = expr.replace("$__rate_interval", RATE_INTERVAL).replace("$job", job)
+    return out.replace("$instance", instance)
+
+
+class RulesPrometheus:
+    """Prometheus with the recording rules loaded, scrape and evaluation every second."""
+
+    def __init__(self, tmp: Path, scrape_configs: List[Dict[str, Any]]) -> None:
+        import yaml
+
+        self.port = free_port()
+        cfg = tmp / "prometheus.yml"
+        cfg.write_text(yaml.safe_dump({
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
+                       "evaluation_interval": "1s"},
+            "rule_files": [str(PROM_DIR / "recording.yml")],
+            "scrape_configs": scrape_configs,
+        }))
+        self.proc = Proc([
+            component("prometheus"), f"--config.file={cfg}",
+            f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{self.port}",
+            "--storage.tsdb.retention.time=1h", "--log.level=warn",
+        ], tmp / "prometheus.log", cwd=tmp)
+        self.base = f"http://127.0.0.1:{self.port}"
+        try:
+            wait_for(lambda: http_get(self.base + "/-/ready", 2).startswith(b"Prometheus"),
+                     60, "Prometheus ready")
+        except BaseException:
+            self.proc.stop()
+            raise
+
+    def query(self, expr: str) -> List[Dict[str, Any]]:
+        import urllib.error
+        import urllib.parse
+
+        url = self.base + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        try:
+            doc = json.loads(http_get(url, 10))
+        except urllib.error.HTTPError as exc:  # 400: the query does not parse; say which
+            raise AssertionError(f"{expr}: {exc.read()[:500]!r}") from None
+        assert doc["status"] == "success", doc
+        assert doc["data"]["resultType"] == "vector", (expr, doc["data"]["resultType"])
+        return list(doc["data"]["result"])
+
+    def stop(self) -> Any:
+        return self.proc.stop()
+
+
+class Fleet:
+    """The agents and Prometheus; stop() ends every process this started."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.agents: List[Proc] = []
+        self.prom: Any = None
+        try:
+            static = []
+            for name, bundle in HOSTS.items():
+                agent, port = start_agent(tmp, ["--bundle", str(BUNDLES / bundle)], AGENT_CONFIG,
+                                          name=name)
+                self.agents.append(agent)
+                static.append({"targets": [f"127.0.0.1:{port}"], "labels": {"instance": name}})
+            static.append({"targets": [f"127.0.0.1:{free_port()}"], "labels": {"instance": DOWN}})
+            self.prom = RulesPrometheus(tmp, [{"job_name": JOB, "static_configs": static}])
+            self._settle()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _settle(self) -> None:
+        """Until every target has been scraped 5 times and the last recording rule has a value
+        for every agent (rates need two samples; the rules are evaluated after scrapes)."""
+        want = len(HOSTS) + 1
+
+        def ready() -> bool:
+            scraped = self.prom.query(f'count_over_time(up{{job="{JOB}"}}[1m]) >= 5')
+            recorded = self.prom.query(
+                f'instance_path:gpu_node_agent_gate_open:configured{{job="{JOB}"}}')
+            return len(scraped) == want and len(recorded) == len(HOSTS)
+
+        wait_for(ready, 60, "5 scrapes of every target and the recording rules", 0.5)
+
+    def stop(self) -> None:
+        if self.prom is not None:
+            self.prom.stop()
+        for agent in self.agents:
+            agent.stop()
+
+
+def label_sets(result: List[Mapping[str, Any]]) -> Dict[Tuple[Tuple[str, str], ...], float]:
+    """A query's result as {sorted label pairs: value}."""
+    return {tuple(sorted(r["metric"].items())): float(r["value"][1]) for r in result}
