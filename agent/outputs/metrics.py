@@ -43,6 +43,10 @@ def render(report: Report, gpu_telemetry: bool = False, check_details: bool = Fa
         for p in PATHS))
     out.family("allocation_path_info", "gauge", "The configured allocation path.",
                [((("path", report.path),), 1.0)])
+    # The checks closing the configured path's gate, exactly as evaluate_gate decided (which
+    # checks gate which path is not in the series otherwise); none while it is open.
+    out.family("gate_blocking", "gauge", "1 for each check that closes the configured path's gate.",
+               [((("path", report.path), ("check", c)), 1.0) for c in report.gate.blocking])
     _time_sync(out, results.get("time-sync"))
     _software(out, report, results)
     gpu_families(out, report, gpu_telemetry)
