@@ -73,7 +73,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from agent.engine import Engine, policy_version_of
     from agent.host.build import open_host
     from agent.outputs.render import render_json, render_text
-    from agent.report import build_report
+    from agent.report import build_report, min_healthy_of
     from agent.version import version
 
     checks = _registry(args)
@@ -96,7 +96,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             results = Engine(checks).run(host, policy, only=only, skip=skip)
             report = build_report(
                 results, path, args.strict, host.description, time.time(), version(),
-                policy_version=policy_version_of(policy),
+                policy_version=policy_version_of(policy), gpus=opened.gpus_if_fetched(),
+                min_healthy_gpus=min_healthy_of(policy),
             )
             # labels, condition
             kube_lines = _kube_verdict(args, config, report, host, api)

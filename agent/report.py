@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
+from agent.gpu_health import GpuHealth
+from agent.gpu_health import evaluate as evaluate_gpu_health
+from agent.gpu_health import min_healthy_of as min_healthy_of  # the callers' one import
 from agent.model import PATHS, Check, CheckResult, Interval, Severity, Status
 
 CLOSING = (Status.FAIL, Status.UNKNOWN)
@@ -28,7 +31,10 @@ class Gate:
     blocking: Tuple[str, ...]
 
 
-def evaluate_gate(results: Sequence[CheckResult], path: str, strict: bool = False) -> Gate:
+def evaluate_gate(results: Sequence[CheckResult], path: str, strict: bool = False,
+                  health: Optional[GpuHealth] = None) -> Gate:
+    """``health``: the per-GPU health (agent/gpu_health.py); while it tolerates the unhealthy
+    GPUs on ``path``, a result that only names GPUs does not block."""
     blocking = tuple(
         r.id
         for r in results
@@ -38,6 +44,10 @@ def evaluate_gate(results: Sequence[CheckResult], path: str, strict: bool = Fals
             or (strict and r.status_on(path) in CLOSING_STRICT)
         )
     )
+    if health is not None and health.tolerates_on(path):
+        by_id = {r.id: r for r in results}
+        blocking = tuple(b for b in blocking if b not in health.attributed
+                         or by_id[b].status_on(path) != by_id[b].status)
     return Gate(path, not blocking, blocking)
 
 
@@ -93,6 +103,8 @@ class Report:
     # The policy version the verdicts were judged by (checks/policy_v<N>.yaml); None where no
     # policy was resolved (a pending report before the first cycle still names it).
     policy_version: Optional[int] = None
+    # Per-GPU health (agent/gpu_health.py); None where no cycle ran (pending_report).
+    health: Optional[GpuHealth] = None
 
     def result(self, check_id: str) -> Optional[CheckResult]:
         for r in self.results:
@@ -115,8 +127,11 @@ def build_report(
     xid_counts: Optional[Mapping[Tuple[str, str], int]] = None,
     run: Optional[RunFacts] = None,
     policy_version: Optional[int] = None,
+    min_healthy_gpus: Optional[int] = None,
 ) -> Report:
-    gates: Dict[str, Gate] = {p: evaluate_gate(results, p, strict) for p in PATHS}
+    """``min_healthy_gpus``: the health policy's number (None: "all")."""
+    health = evaluate_gpu_health(results, gpus, path, strict, min_healthy_gpus)
+    gates: Dict[str, Gate] = {p: evaluate_gate(results, p, strict, health) for p in PATHS}
     return Report(
         path=path,
         strict=strict,
@@ -128,6 +143,7 @@ def build_report(
         agent_version=agent_version,
         context=dict(context or {}),
         policy_version=policy_version,
+        health=health,
         **_extras(checks, gpus, nvml_stats, xid_counts, run),
     )
 
@@ -141,10 +157,12 @@ def pending_report(
     nvml_stats: Optional[Mapping[str, int]] = None,
     xid_counts: Optional[Mapping[Tuple[str, str], int]] = None,
     run: Optional[RunFacts] = None,
+    min_healthy_gpus: Optional[int] = None,
 ) -> Report:
     """The Report before the first cycle: no results, and no gate open (nothing has been
     checked yet, so no path may be called ready): ``gates`` is empty and ``gate`` closed
-    with nothing blocking. Only `run` makes one, for the metrics it serves at start."""
+    with nothing blocking, no per-GPU health (``min_healthy_gpus`` is taken so `run` hands
+    both builders the same arguments). Only `run` makes one, for the metrics it serves."""
     return Report(
         path=path,
         strict=False,

@@ -15,6 +15,7 @@ from checks.allocation.policy import SharingPolicy
 from checks.containerd.policy import ContainerdPolicy
 from checks.driver.policy import OpenModulePolicy
 from checks.fabric.policy import ImexPolicy
+from checks.gpu.health_policy import HealthPolicy
 from checks.gpu.policy import GpuPolicy
 from checks.operator.policy import OperatorPolicy
 from checks.xid.policy import XidPolicy, merge_xid_data
@@ -25,7 +26,7 @@ XID_TABLE_VERSION = {1: 1, 2: 1}
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class BranchInfo(_Strict):
@@ -44,7 +45,7 @@ class DriverPolicy(_Strict):
     warn_past_end_of_life_paths: List[str] = []
     managed_by_operator: bool = False
     # GPUs that need NVIDIA's open kernel module (driver-open-module; checks/driver/policy.py).
-    require_open_module: OpenModulePolicy = OpenModulePolicy()
+    require_open_module: OpenModulePolicy = Field(default_factory=OpenModulePolicy)
 
 
 class SecurityBound(_Strict):
@@ -83,17 +84,19 @@ class Policy(_Strict):
     kubelet: KubeletPolicy
     os: OsPolicy
     # XID classes and thresholds: checks/xid_policy_v1.yaml (merged in by load_policy).
-    xid: XidPolicy = XidPolicy()
+    xid: XidPolicy = Field(default_factory=XidPolicy)
     # GPU health thresholds (the `gpu` section of policy_v1.yaml; checks/gpu/policy.py).
-    gpu: GpuPolicy = GpuPolicy()
+    gpu: GpuPolicy = Field(default_factory=GpuPolicy)
     # GPU Operator-managed driver and toolkit (checks/operator/policy.py).
-    operator: OperatorPolicy = OperatorPolicy()
+    operator: OperatorPolicy = Field(default_factory=OperatorPolicy)
     # The container-runtime gates policy version 2 adds (checks/containerd/policy.py).
-    containerd: ContainerdPolicy = ContainerdPolicy()
+    containerd: ContainerdPolicy = Field(default_factory=ContainerdPolicy)
     # GPU sharing strategies each allocation path allows (checks/allocation/policy.py).
-    sharing: SharingPolicy = SharingPolicy()
+    sharing: SharingPolicy = Field(default_factory=SharingPolicy)
     # The IMEX report's gate (checks/fabric/policy.py).
-    imex: ImexPolicy = ImexPolicy()
+    imex: ImexPolicy = Field(default_factory=ImexPolicy)
+    # How many healthy GPUs keep the gate open (checks/gpu/health_policy.py).
+    health: HealthPolicy = Field(default_factory=HealthPolicy)
 
 
 class ResolvedPolicy:

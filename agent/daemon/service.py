@@ -41,7 +41,7 @@ from agent.outputs.metrics import MetricsEndpoint, Rendered, renderer
 from agent.outputs.metrics_server import MetricsServer
 from agent.outputs.textfile import TextfileOutput
 from agent.outputs.webconfig import WebConfig, load_web_config
-from agent.report import Report, RunFacts, build_report, pending_report
+from agent.report import Report, RunFacts, build_report, min_healthy_of, pending_report
 
 EXIT_DRIVER_CHANGED = 75  # EX_TEMPFAIL: Restart=on-failure brings the unit back
 TICK_S = 5.0  # the loop also wakes at once for SIGHUP/SIGTERM and when a cycle is due
@@ -193,7 +193,7 @@ class Daemon(ProcessShell):
         with the snapshot, the NVML worker's counters, the XID counts and the run's facts."""
         gen = self.gen
         extras: Dict[str, Any] = dict(
-            checks=self.checks, gpus=self.snapshot,
+            checks=self.checks, gpus=self.snapshot, min_healthy_gpus=min_healthy_of(gen.policy),
             nvml_stats=dict(getattr(self.source.gpus, "stats", None) or {}),
             xid_counts=cycle_xid_counts(self.xid_monitor, results or ()),
             run=RunFacts(last_run=self.last_run, last_success=self.last_success,

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 from agent.model import PATHS, Status
 from agent.outputs.exposition import Labels, Writer, as_float, dig
 from agent.outputs.metrics_gpu import gpu_families
+from agent.outputs.metrics_gpu_health import gpu_health_families
 from agent.report import Report
 
 STATUSES: Tuple[str, ...] = tuple(s.value for s in Status)
@@ -50,6 +51,7 @@ def render(report: Report, gpu_telemetry: bool = False, check_details: bool = Fa
     _time_sync(out, results.get("time-sync"))
     _software(out, report, results)
     gpu_families(out, report, gpu_telemetry)
+    gpu_health_families(out, report)
     return out.body()
 
 

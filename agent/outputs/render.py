@@ -2,7 +2,8 @@
 import json
 from typing import Any, Dict, List, TextIO
 
-from agent.model import Status
+from agent.gpu_health import GpuHealth
+from agent.model import DRA_PATHS, Status
 from agent.report import Report
 
 JSON_SCHEMA_VERSION = 1
@@ -61,7 +62,26 @@ def report_dict(report: Report) -> Dict[str, Any]:
             }
             for r in report.results
         ],
+        **({"gpus": gpus_dict(report.health, report.path)} if report.health is not None else {}),
         **({"context": dict(report.context)} if report.context else {}),
+    }
+
+
+def gpus_dict(health: GpuHealth, path: str) -> Dict[str, Any]:
+    """Per-GPU health (agent/gpu_health.py; docs/json-output.md `gpus`)."""
+    return {
+        "min_healthy_gpus": health.min_healthy if health.min_healthy is not None else "all",
+        "required": health.required,
+        "healthy": health.healthy_count,
+        "total": len(health.gpus),
+        # the unhealthy GPUs leave the gate open (never on a DRA path: advisory there)
+        "tolerated": health.tolerates_on(path),
+        "advisory": path in DRA_PATHS,
+        "devices": [
+            {"index": g.index, "uuid": g.uuid, "pci_bus_id": g.pci_bus_id, "in_nvml": g.in_nvml,
+             "healthy": g.healthy, "failing": list(g.failing)}
+            for g in health.gpus
+        ],
     }
 
 

@@ -131,12 +131,30 @@ class Findings:
     # "gpus[2].ecc"), for SnapshotError messages.
     gpu_where: str = ""
     where: str = ""
+    # The GPU each_field is on (None outside its loop), and which GPU each fail/warn names:
+    # ``outcome`` lists them as details["gpus_at_fault"] when every finding of the status it
+    # reports names one (agent/gpu_health.py counts those GPUs unhealthy).
+    gpu: Any = None
+    named: List[Tuple[Finding, Any]] = field(default_factory=list)
 
-    def fail(self, code: str, message: str) -> None:
+    def fail(self, code: str, message: str, gpu: Any = None) -> None:
         self.failures.append((code, message))
+        self.named.append(((code, message), gpu_ref(gpu if gpu is not None else self.gpu)))
 
-    def warn(self, code: str, message: str) -> None:
+    def warn(self, code: str, message: str, gpu: Any = None) -> None:
         self.warnings.append((code, message))
+        self.named.append(((code, message), gpu_ref(gpu if gpu is not None else self.gpu)))
+
+    def at_fault(self, found: List[Finding]) -> List[Dict[str, Any]]:
+        """The GPUs ``found`` names, [] unless every finding names one."""
+        refs: List[Dict[str, Any]] = []
+        for finding in found:
+            ref = next((r for f, r in self.named if f == finding and r is not None), None)
+            if ref is None:
+                return []
+            if ref not in refs:
+                refs.append(ref)
+        return refs
 
     def malformed(self, exc: SnapshotError) -> None:
         """A GPU whose field has the wrong shape: not checked, the check is unknown."""
@@ -150,18 +168,37 @@ class Findings:
         if self.lost:
             tail = f"; GPU {', '.join(map(str, self.lost))} lost (see gpu-count)"
         if self.failures:
-            return failed(_joined(self.failures) + tail, code=self.failures[0][0], **details)
+            return failed(_joined(self.failures) + tail, code=self.failures[0][0],
+                          **_with_refs(details, self.at_fault(self.failures)))
         if self.unreadable:
             return unknown(f"cannot read {what}: " + _joined(self.unreadable) + tail,
                            code=self.unreadable[0][0], **details)
         if self.warnings:
-            return warned(_joined(self.warnings) + tail, code=self.warnings[0][0], **details)
+            return warned(_joined(self.warnings) + tail, code=self.warnings[0][0],
+                          **_with_refs(details, self.at_fault(self.warnings)))
         if self.checked == 0:
             if self.unsupported:
                 return skipped(f"{what} not supported on any GPU", **details)
             return skipped(f"no readable GPU to check {what} on" + tail, **details)
         note = f" ({len(self.unsupported)} GPU(s) without {what})" if self.unsupported else ""
         return passed(ok_summary.format(n=self.checked) + note + tail, **details)
+
+
+def gpu_ref(gpu: Any) -> Any:
+    """A GPU as details["gpus_at_fault"] names it (index, uuid, pci_bus_id: what the snapshot
+    entry holds), None when ``gpu`` is not a snapshot entry."""
+    if not isinstance(gpu, Mapping):
+        return None
+    # The daemon's sticky faults name the slot "pci" (agent/xid/state.py), the snapshot
+    # "pci_bus_id".
+    pci = gpu.get("pci_bus_id") or gpu.get("pci")
+    ref = {k: v for k, v in (("index", gpu.get("index")), ("uuid", gpu.get("uuid")),
+                             ("pci_bus_id", pci)) if v is not None}
+    return ref or None
+
+
+def _with_refs(details: Dict[str, Any], refs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    return dict(details, gpus_at_fault=refs) if refs else details
 
 
 def _joined(found: List[Finding]) -> str:
@@ -199,7 +236,9 @@ def each_field(
         findings.checked += 1
         findings.gpu_where = f"gpus[{i}]"
         findings.where = f"gpus[{i}].{name}"
+        findings.gpu = gpu
         yield gpu, value
+        findings.gpu = None
 
 
 def setting(policy: ResolvedPolicy, section: str, name: str, default: Any) -> Any:

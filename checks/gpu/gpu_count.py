@@ -26,6 +26,7 @@ from checks.gpu.common import (
     SNAPSHOT_DOC,
     gpu_check,
     gpu_label,
+    gpu_ref,
     malformed,
     snapshot_failures,
 )
@@ -53,6 +54,29 @@ def _slotless(pci: Optional[List[Dict[str, Any]]]) -> Optional[str]:
             what = "missing" if "slot" not in d else ("empty" if slot == "" else kind_of(slot))
             return f"pci_devices: an NVIDIA GPU entry's slot is {what}"
     return None
+
+
+def _at_fault(lost: List[Any], missing: List[str], pci: Optional[List[Any]], nvml_count: int,
+              expected: Optional[int]) -> List[Dict[str, Any]]:
+    """The GPUs a failure names when they explain it whole: each lost GPU, and each PCI slot
+    NVML does not count ({"pci_bus_id": slot}); [] when the counts are not explained by them
+    (NVML sees more than PCI, or expected_gpus is another number) or it is ambiguous which
+    unreadable slot is the lost GPU's."""
+    refs = [gpu_ref(g) for g in lost]
+    absent_n = 0 if pci is None else len(pci) - nvml_count
+    lost_slots = {str(g.get("pci_bus_id") or "").lower()[-12:] for g in lost}
+    absent: List[str] = []
+    if absent_n < 0 or any(r is None for r in refs):
+        return []
+    if absent_n and not lost:
+        absent = list(missing)
+    elif absent_n:
+        if "" in lost_slots:  # a lost GPU without its slot: which missing slot is it?
+            return []
+        absent = [s for s in missing if s.lower()[-12:] not in lost_slots]
+    if len(absent) != absent_n or (expected is not None and expected != nvml_count + absent_n):
+        return []
+    return [r for r in refs if r is not None] + [{"pci_bus_id": s} for s in absent]
 
 
 def _gpu_count(host: HostView, policy: ResolvedPolicy, snap: GpuSnapshot) -> Outcome:
@@ -101,6 +125,9 @@ def _gpu_count(host: HostView, policy: ResolvedPolicy, snap: GpuSnapshot) -> Out
         problems.append(f"{usable} usable GPU(s), config expects {expected}")
         codes.append(COUNT_NOT_EXPECTED)
     if problems:
+        refs = _at_fault(lost, missing, pci, nvml_count, expected)
+        if refs:  # agent/gpu_health.py counts these GPUs unhealthy
+            details["gpus_at_fault"] = refs
         return failed("; ".join(problems), code=codes[0], **details)
     if nvml_count == 0:
         return failed("no NVIDIA GPU: NVML sees 0 and none on PCI", code=NO_GPU, **details)

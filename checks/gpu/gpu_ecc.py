@@ -3,7 +3,7 @@
 Thresholds are the `gpu.ecc` policy section (policy_v1.yaml cites NVIDIA's "GPU Memory Error
 Management" and nvml.h for each default).
 """
-from typing import List, Set
+from typing import Any, List, Set, Tuple
 
 from agent.snapshot import GpuSnapshot
 from agent.xid.state import cleared
@@ -64,12 +64,12 @@ def _gpu_ecc(host: HostView, policy: ResolvedPolicy, snap: GpuSnapshot) -> Outco
         warn_cor = ep.aggregate_corrected_warn_above
         if warn_cor is not None and agg_cor > warn_cor:
             f.warn(AGGREGATE_ERRORS, f"{label} {agg_cor} aggregate corrected ECC error(s)")
-    for message in _sticky_ecc(host, failing):
-        f.fail(STICKY_FAULT, message)
+    for message, gpu in _sticky_ecc(host, failing):
+        f.fail(STICKY_FAULT, message, gpu)
     return f.outcome("no uncorrectable ECC errors on {n} GPU(s)", "ECC counters")
 
 
-def _sticky_ecc(host: HostView, failing: Set[int]) -> List[str]:
+def _sticky_ecc(host: HostView, failing: Set[int]) -> List[Tuple[str, Any]]:
     """ECC faults the daemon recorded this boot and nothing cleared (docs/xid.md): the
     volatile counter can read 0 again after the driver re-initialises the GPU, the fault
     stays until a GPU reset is observed, a reboot, or `gpu-node-agent clear`."""
@@ -82,8 +82,8 @@ def _sticky_ecc(host: HostView, failing: Set[int]) -> List[str]:
         if cleared(state, gpu, str(fault.get("class", "reset-gpu")),
                    fault.get("last_mono_us"), fault.get("last_at")):
             continue
-        out.append(f"{gpu_name(gpu)} {fault.get('message') or 'uncorrectable ECC fault'} "
-                   "recorded this boot, not yet reset")
+        out.append((f"{gpu_name(gpu)} {fault.get('message') or 'uncorrectable ECC fault'} "
+                    "recorded this boot, not yet reset", gpu))
     return out
 
 

@@ -87,7 +87,7 @@ class _Judged:
     def fail(self, code: str, gpu: Mapping[str, Any], product: str, field: str, want: str,
              have: Any) -> None:
         shown = self.mismatch(code, gpu, product, field, want, have)
-        self.f.fail(code, f"{gpu_label(gpu)} {product}: {field} {shown}, want {want}")
+        self.f.fail(code, f"{gpu_label(gpu)} {product}: {field} {shown}, want {want}", gpu)
 
     def mismatch(self, code: str, gpu: Mapping[str, Any], product: str, field: str, want: str,
                  have: Any) -> Any:

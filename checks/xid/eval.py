@@ -76,9 +76,10 @@ def recognised(lines: List[str]) -> bool:
 Fatal = Dict[Tuple[str, int], Dict[str, Any]]
 
 
-def add_state_faults(fatal: Fatal, state: Mapping[str, Any], gpus: GpuMap) -> None:
+def add_state_faults(fatal: Fatal, state: Mapping[str, Any], gpus: GpuMap,
+                     refs: Optional[Dict[str, Dict[str, Any]]] = None) -> None:
     """The daemon's recorded sticky XID faults that nothing cleared, merged into ``fatal``
-    (keyed by GPU name and code, like the kernel-log ones)."""
+    (keyed by GPU name and code, like the kernel-log ones); ``refs`` learns each name's GPU."""
     for fault in state["faults"]:
         klass = str(fault.get("class"))
         if fault.get("kind") != "xid" or klass not in STICKY_CLASSES:
@@ -90,6 +91,8 @@ def add_state_faults(fatal: Fatal, state: Mapping[str, Any], gpus: GpuMap) -> No
         ev = gpus.resolve(
             XidEvent(code=code, pci=gpu.get("pci"), index=gpu.get("index"), uuid=gpu.get("uuid"))
         )
+        if refs is not None:
+            refs.setdefault(gpu_name(ev.gpu()), ev.gpu())
         entry = fatal.setdefault(
             (gpu_name(ev.gpu()), code),
             {"class": klass, "count": 0, "message": fault.get("message")},

@@ -25,6 +25,7 @@ from checks.base import (
     unknown,
     warned,
 )
+from checks.gpu.common import gpu_ref
 from checks.policy import ResolvedPolicy
 from checks.xid.eval import (
     add_state_faults,
@@ -118,6 +119,7 @@ def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
     counts: Dict[str, int] = {}
     fatal: Dict[Tuple[str, int], Dict[str, Any]] = {}
     soft: List[XidEvent] = []
+    refs: Dict[str, Dict[str, Any]] = {}  # GPU name -> the GPU (details["gpus_at_fault"])
     n_cleared = 0
     for ev in events:
         klass = xid.klass(ev.code)
@@ -125,12 +127,13 @@ def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
         if cleared(state, ev.gpu(), klass, ev.mono_us, ev.wall):
             n_cleared += 1
         elif klass in STICKY_CLASSES:
+            refs.setdefault(gpu_name(ev.gpu()), ev.gpu())
             entry = fatal.setdefault((gpu_name(ev.gpu()), ev.code), {"class": klass, "count": 0})
             entry["count"] += 1
             entry["message"] = ev.message
         elif klass == "restart-app":
             soft.append(ev)
-    add_state_faults(fatal, state, gpus)
+    add_state_faults(fatal, state, gpus, refs)
     details: Dict[str, Any] = {
         "kernel_log": lines is not None,
         "sticky_state": sticky is not None,
@@ -140,6 +143,10 @@ def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
     }
     if fatal:
         text = fatal_summary(fatal)
+        named = [gpu_ref(refs.get(g)) for g in sorted({g for g, _ in fatal})]
+        if all(r is not None for r in named):
+            # every fatal XID names its GPU: agent/gpu_health.py counts those unhealthy
+            details["gpus_at_fault"] = named
         reboot = any(v["class"] == "reboot" for v in fatal.values())
         return failed(text, code=XID_NEEDS_REBOOT if reboot else XID_NEEDS_RESET, **details)
     if lines is None:

@@ -43,7 +43,7 @@ ARROWS: Dict[str, Tuple[str, ...]] = {
 # The core: the package itself and the modules every wing may build on.
 CORE = ("agent", "agent.model", "agent.engine", "agent.engine_replay", "agent.engine_result",
         "agent.report", "agent.errors", "agent.version", "agent.logs", "agent.snapshot",
-        "agent.hostview", "agent.driver_layout", "agent.ldcache")
+        "agent.hostview", "agent.driver_layout", "agent.ldcache", "agent.gpu_health")
 # The command line, the one composition root: agent.cli, agent.cli_*, the config and explain.
 CLI = ("agent.cli", "agent.config", "agent.config_sections", "agent.explain")
 CLI_PREFIX = "agent.cli_"
@@ -65,7 +65,7 @@ TOP_LEVEL = {
     "__init__.py", "py.typed",
     "model.py", "engine.py", "engine_replay.py", "engine_result.py", "report.py", "errors.py",
     "version.py", "logs.py", "snapshot.py", "hostview.py", "driver_layout.py",
-    "ldcache.py",
+    "ldcache.py", "gpu_health.py",
     "cli.py", "cli_run.py", "cli_kube.py", "cli_parser.py", "cli_common.py", "cli_commands.py",
     "cli_explain_tables.py", "config_sections.py",
     "config.py", "explain.py",

@@ -108,6 +108,9 @@ def test_identity_only_on_the_info_series():
     for name, rows in parsed.items():
         if name == "gpu_node_agent_gpu_info":
             continue
+        if name == "gpu_node_agent_gpu_healthy":  # gpu and uuid by design (docs/metrics.md)
+            assert all(set(labels) == {"gpu", "uuid"} for labels, _ in rows)
+            continue
         for labels, _ in rows:
             assert not {"uuid", "name", "pci_bus_id"} & set(labels), name
 

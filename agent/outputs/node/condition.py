@@ -51,9 +51,37 @@ def gpus_in_use(report: Any) -> Optional[int]:
 
 
 def fatal_faults(report: Any, fatal_checks: List[str]) -> List[str]:
+    """The fatal checks that fail, less those that only name GPUs while the healthy ones are
+    enough (health.min_healthy_gpus: cordon only below the minimum; agent/gpu_health.py)."""
+    health = getattr(report, "health", None)
+    spared = set(health.attributed) if health is not None and health.tolerates_on(
+        report.path) else set()
     return [
-        c for c in fatal_checks if (r := report.result(c)) is not None and r.status == Status.FAIL
+        c for c in fatal_checks
+        if c not in spared and (r := report.result(c)) is not None and r.status == Status.FAIL
     ]
+
+
+# The unhealthy-GPU annotation's bounds: Kubernetes caps a Node's annotations at 256 KiB in
+# all (k8s.io/apimachinery pkg/api/validation/objectmeta.go TotalAnnotationSizeLimitB), shared
+# with everyone else's; a GPU UUID is 40 characters ("GPU-" and 36), so 64 names of at most
+# 64 characters keep the value under 4.2 KiB whatever a snapshot holds.
+LISTED_MAX = 64
+NAME_MAX = 64
+
+
+def unhealthy_gpus_value(report: Any) -> Optional[str]:
+    """The `<prefix>/unhealthy-gpus` annotation: the unhealthy GPUs' UUIDs (a PCI bus id for a
+    GPU NVML does not list), sorted, comma-separated, ``+N`` last when more than LISTED_MAX;
+    None (no annotation) when every GPU is healthy."""
+    health = getattr(report, "health", None)
+    if health is None:
+        return None
+    names = sorted({_one_line(g.name)[:NAME_MAX] for g in health.unhealthy})
+    if not names:
+        return None
+    more = len(names) - LISTED_MAX
+    return ",".join(names[:LISTED_MAX] + ([f"+{more}"] if more > 0 else []))
 
 
 def desired_condition(report: Any, ctype: str) -> Dict[str, str]:

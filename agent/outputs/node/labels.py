@@ -199,9 +199,9 @@ def label_value_problem(value: str) -> Optional[str]:
 
 
 def annotation_prefix_problem(prefix: str) -> Optional[str]:
-    """The agent writes `<prefix>/managed` and `<prefix>/cordoned`: each must be a valid
-    annotation key."""
-    for name in ("managed", "cordoned"):
+    """The agent writes `<prefix>/managed`, `<prefix>/cordoned` and `<prefix>/unhealthy-gpus`:
+    each must be a valid annotation key."""
+    for name in ("managed", "cordoned", "unhealthy-gpus"):
         errs = annotation_key_errors(f"{prefix}/{name}")
         if errs:
             return (

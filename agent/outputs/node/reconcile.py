@@ -15,7 +15,11 @@ written, and when"):
   state), timed on the monotonic clock while this process wrote the last one, so a wall-clock
   jump neither silences nor floods it;
 - cordon (opt-in) on a fatal GPU fault, undone only when the agent's own annotation says it
-  cordoned; taints are never written (NodeRestriction forbids them to a node identity);
+  cordoned; taints are never written (NodeRestriction forbids them to a node identity); a
+  fatal fault that only names GPUs does not cordon while the healthy GPUs are at least
+  health.min_healthy_gpus (agent/gpu_health.py);
+- annotation `<prefix>/unhealthy-gpus`: the unhealthy GPUs' UUIDs, sorted, comma-separated
+  (a label value cannot hold a list), removed when every GPU is healthy;
 - labels and conditions this agent owned (recorded in an annotation) but no longer manages
   are removed; nothing else on the Node is touched.
 """
@@ -26,7 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 from agent.kube.credentials import parse_rfc3339
-from agent.outputs.node.condition import desired_condition, fatal_faults, gpus_in_use
+from agent.outputs.node.condition import (
+    desired_condition,
+    fatal_faults,
+    gpus_in_use,
+    unhealthy_gpus_value,
+)
 
 
 def rfc3339(ts: float) -> str:
@@ -146,7 +155,13 @@ def plan(
     if owned != now_owned:
         ann_patch[owned_key] = json.dumps(now_owned, sort_keys=True, separators=(",", ":"))
 
-    # -- cordon (opt-in); undo only our own --------------------------------------------------
+    # -- the unhealthy GPUs, by UUID: a label value cannot hold a list ------------------------
+    gpus_key = _ann(cfg, "unhealthy-gpus")
+    listed = unhealthy_gpus_value(report)
+    if annotations.get(gpus_key) != listed:
+        ann_patch[gpus_key] = listed  # None: merge patch removes it
+
+    # -- cordon (opt-in, below min_healthy_gpus only); undo only our own ---------------------
     node_patch: Dict[str, Any] = {}
     cordon_key = _ann(cfg, "cordoned")
     ours = cordon_key in annotations

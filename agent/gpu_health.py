@@ -1,0 +1,185 @@
+"""Per-GPU health: which GPUs the cycle's verdicts name, and whether the healthy ones are
+enough to keep the gate open (the `health.min_healthy_gpus` policy, checks/gpu/health_policy.py).
+
+Pure: the results and the GPU snapshot in, a GpuHealth out; agent/report.py weighs it in
+the gate. The rules (docs/decisions.md "Per-GPU health"):
+
+- the GPUs are the snapshot's (docs/gpu-snapshot.md) plus any GPU a result names that the
+  snapshot lacks (a PCI slot NVML does not list, from gpu-count);
+- a GPU is unhealthy when a check result that closes the gate (the rule of evaluate_gate:
+  critical and fail/unknown, or any warn/fail/unknown under strict) names it in
+  details["gpus_at_fault"]; a check names GPUs only when its verdict is wholly theirs
+  (checks/gpu/common.py Findings, gpu-xid, gpu-count), so any other closing result still
+  closes the gate, whatever the number;
+- with min_healthy_gpus N below the GPU count, the results that only name GPUs stop closing
+  the gate while at least N GPUs are healthy; "all" (the default), or N at or above the GPU
+  count, leaves the gate as evaluate_gate alone decides;
+- on DRA paths nothing is tolerated (advisory: only ResourceSlice device taints, behind the
+  DRADeviceTaints feature gate, off by default in Kubernetes 1.34, keep DRA from allocating
+  one device), so there the gate is today's.
+"""
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from agent.model import DRA_PATHS, CheckResult, Severity, Status
+
+CLOSING = (Status.FAIL, Status.UNKNOWN)
+CLOSING_STRICT = (Status.WARN, Status.FAIL, Status.UNKNOWN)
+AT_FAULT = "gpus_at_fault"
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """One GPU: what identifies it and the checks that name it (none: healthy)."""
+
+    index: Optional[int]
+    uuid: Optional[str]
+    pci_bus_id: Optional[str]
+    in_nvml: bool
+    failing: Tuple[str, ...] = ()
+
+    @property
+    def healthy(self) -> bool:
+        return not self.failing
+
+    @property
+    def name(self) -> str:
+        """What the annotation and the metric's ``uuid`` label call it: the UUID, else the PCI
+        bus id (a GPU NVML does not list), else ``index:<n>`` (a lost GPU NVML named only by
+        its index)."""
+        return self.uuid or self.pci_bus_id or f"index:{self.index}"
+
+
+@dataclass(frozen=True)
+class GpuHealth:
+    gpus: Tuple[GpuState, ...]
+    # The policy's number (None: "all"); ``required`` what it means on this host.
+    min_healthy: Optional[int]
+    # Check ids whose closing verdict names only GPUs (they stop closing the gate while
+    # ``tolerated``).
+    attributed: Tuple[str, ...]
+
+    @property
+    def healthy_count(self) -> int:
+        return sum(1 for g in self.gpus if g.healthy)
+
+    @property
+    def unhealthy(self) -> Tuple[GpuState, ...]:
+        return tuple(g for g in self.gpus if not g.healthy)
+
+    @property
+    def required(self) -> int:
+        """The minimum on this host: every GPU for "all" or a number above the count."""
+        total = len(self.gpus)
+        return total if self.min_healthy is None else min(self.min_healthy, total)
+
+    @property
+    def tolerated(self) -> bool:
+        """Whether the unhealthy GPUs leave the gate open (on a device-plugin path)."""
+        return bool(self.unhealthy) and self.healthy_count >= self.required and (
+            self.required < len(self.gpus))
+
+    def tolerates_on(self, path: str) -> bool:
+        return self.tolerated and path not in DRA_PATHS
+
+
+def closes(r: CheckResult, path: str, strict: bool) -> bool:
+    """The rule evaluate_gate applies to one result (agent/report.py)."""
+    status = r.status_on(path)
+    return path in r.gates and (
+        (r.severity == Severity.CRITICAL and status in CLOSING)
+        or (strict and status in CLOSING_STRICT))
+
+
+def _pci(value: Any) -> Optional[str]:
+    """NVML's "00000000:1A:00.0", udev's "0000:1a:00.0" and the kernel's "PCI:0000:1a:00" as
+    one key (4-digit domain:bus:device, lowercase), as agent/xid/events.py pci_key reads them."""
+    if not isinstance(value, str):
+        return None
+    parts = value.strip().lower().removeprefix("pci:").split(".")[0].split(":")
+    if len(parts) != 3 or not all(parts):
+        return None
+    return f"{parts[0][-4:].rjust(4, '0')}:{parts[1]}:{parts[2]}"
+
+
+def _index(value: Any) -> Optional[int]:
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32
+    return value if ok else None
+
+
+def _text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) and value else None
+
+
+def _refs(r: CheckResult) -> List[Mapping[str, Any]]:
+    found = (r.details or {}).get(AT_FAULT)
+    if not isinstance(found, (list, tuple)):
+        return []
+    return [ref for ref in found if isinstance(ref, Mapping)]
+
+
+class _Gpus:
+    """The GPU list being built, found by uuid, PCI slot or index (in that order)."""
+
+    def __init__(self, snapshot: Optional[Mapping[str, Any]]) -> None:
+        self.rows: List[Dict[str, Any]] = []
+        listed = snapshot.get("gpus") if isinstance(snapshot, Mapping) else None
+        for gpu in listed if isinstance(listed, list) else ():
+            if isinstance(gpu, Mapping) and _index(gpu.get("index")) is not None:
+                self.rows.append(self._row(gpu, True))
+
+    @staticmethod
+    def _row(ref: Mapping[str, Any], in_nvml: bool) -> Dict[str, Any]:
+        return {"index": _index(ref.get("index")), "uuid": _text(ref.get("uuid")),
+                "pci_bus_id": _text(ref.get("pci_bus_id")), "in_nvml": in_nvml, "failing": []}
+
+    def find(self, ref: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+        uuid, pci, index = _text(ref.get("uuid")), _pci(ref.get("pci_bus_id")), ref.get("index")
+        for key, want in (("uuid", uuid), ("pci_bus_id", pci), ("index", _index(index))):
+            if want is None:
+                continue
+            for row in self.rows:
+                have = _pci(row[key]) if key == "pci_bus_id" else row[key]
+                if have == want:
+                    return row
+        return None
+
+    def mark(self, ref: Mapping[str, Any], check_id: str) -> None:
+        row = self.find(ref)
+        if row is None:  # named but not in the snapshot: a PCI slot NVML does not list
+            row = self._row(ref, in_nvml=False)
+            self.rows.append(row)
+        if check_id not in row["failing"]:
+            row["failing"].append(check_id)
+
+
+def evaluate(
+    results: Sequence[CheckResult],
+    snapshot: Optional[Mapping[str, Any]],
+    path: str,
+    strict: bool = False,
+    min_healthy: Optional[int] = None,
+) -> GpuHealth:
+    """Per-GPU health on ``path`` (the report's); ``min_healthy`` None means "all"."""
+    gpus = _Gpus(snapshot)
+    attributed: List[str] = []
+    for r in results:
+        refs = _refs(r)
+        if not refs or not closes(r, path, strict) or r.status_on(path) != r.status:
+            continue
+        attributed.append(r.id)
+        for ref in refs:
+            gpus.mark(ref, r.id)
+    states = tuple(
+        GpuState(row["index"], row["uuid"], row["pci_bus_id"], row["in_nvml"],
+                 tuple(row["failing"]))
+        for row in gpus.rows)
+    return GpuHealth(states, min_healthy, tuple(attributed))
+
+
+def min_healthy_of(policy: Any) -> Optional[int]:
+    """The `health.min_healthy_gpus` of a checks.policy.ResolvedPolicy: None for "all" (and
+    for a bare or absent policy)."""
+    value = getattr(getattr(getattr(policy, "policy", None), "health", None),
+                    "min_healthy_gpus", None)
+    return _index(value) if _index(value) else None
