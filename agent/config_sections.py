@@ -197,6 +197,9 @@ class RunConfig(_Section):
     # NVML maintenance while the GPU Operator's upgrade controller replaces the driver on this
     # node (the Node label nvidia.com/gpu-driver-upgrade-state: agent/daemon/upgrade.py).
     follow_driver_upgrade: bool = True
+    # Re-evaluate the GPU checks at once on an XID (kernel log or NVML) or a GPU loss, at
+    # most once a second, rather than at the next fast cycle (agent/daemon/triggers.py).
+    event_driven: bool = True
     # Per-GPU telemetry dcgm-exporter also exports (temperatures, framebuffer, remapped rows,
     # clocks, PCIe, NVLink: agent/outputs/metrics_gpu.py); off: only what health alerts read.
     gpu_telemetry: bool = False

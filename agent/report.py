@@ -103,6 +103,10 @@ class Report:
     # The policy version the verdicts were judged by (checks/policy_v<N>.yaml); None where no
     # policy was resolved (a pending report before the first cycle still names it).
     policy_version: Optional[int] = None
+    # What made `run` produce it: "schedule" (the fast/slow cycles) or "event" (a GPU event
+    # re-evaluated the checks it concerns: agent/daemon/triggers.py). Only scheduled Reports
+    # count toward the consecutive open runs (``count_opens``).
+    trigger: str = "schedule"
     # Per-GPU health (agent/gpu_health.py); None where no cycle ran (pending_report).
     health: Optional[GpuHealth] = None
 
@@ -191,3 +195,12 @@ def _extras(
         "xid_counts": MappingProxyType(dict(xid_counts or {})),
         "run": run if run is not None else RunFacts(),
     }
+
+
+def count_opens(opens: int, report: Any) -> int:
+    """The consecutive open runs after ``report``: a closed gate resets the streak whatever
+    triggered it (a fault closes at once); an event-driven open Report leaves it as it was,
+    so a burst of events cannot hurry the allocation label (kube.consecutive_opens)."""
+    if not report.gate.open:
+        return 0
+    return opens + 1 if getattr(report, "trigger", "schedule") == "schedule" else opens

@@ -27,6 +27,9 @@ class RunSettings(Protocol):
     def follow_driver_upgrade(self) -> bool: ...
 
     @property
+    def event_driven(self) -> bool: ...
+
+    @property
     def fast_interval(self) -> float: ...
 
     @property

@@ -16,6 +16,7 @@ import gc
 import logging
 import threading
 from collections import deque
+from dataclasses import replace
 from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from agent.daemon.cycle import cycle_snapshot, cycle_xid_counts, log_changes
@@ -32,6 +33,7 @@ from agent.daemon.parts import (
 )
 from agent.daemon.process import ProcessShell
 from agent.daemon.sdnotify import Notifier
+from agent.daemon.triggers import EventHooks
 from agent.daemon.upgrade import UpgradeFollower
 from agent.engine import Engine, order_checks, policy_version_of
 from agent.logs import log
@@ -47,7 +49,7 @@ EXIT_DRIVER_CHANGED = 75  # EX_TEMPFAIL: Restart=on-failure brings the unit back
 TICK_S = 5.0  # the loop also wakes at once for SIGHUP/SIGTERM and when a cycle is due
 
 
-class Daemon(ProcessShell):
+class Daemon(ProcessShell, EventHooks):
     def __init__(
         self,
         checks: Sequence[Check],
@@ -118,8 +120,7 @@ class Daemon(ProcessShell):
         self.endpoint = MetricsEndpoint(self.server, self._exposition)
         self._textfile: Optional[TextfileOutput] = None
         self.upgrade = UpgradeFollower(logger)  # NVML maintenance during a driver upgrade
-        if xid_monitor is not None and hasattr(xid_monitor, "on_sticky"):
-            xid_monitor.on_sticky = self.urgent_cycle
+        self._hook_events()  # urgent cycles, event-driven verdicts (agent/daemon/triggers.py)
 
     # -- configuration -------------------------------------------------------------------
     def _load_web(self, config: DaemonConfig) -> Optional[WebConfig]:
@@ -154,11 +155,13 @@ class Daemon(ProcessShell):
             yield host if self.xid_monitor is None else sticky_from_memory(host, self.xid_monitor)
 
     # -- one cycle -----------------------------------------------------------------------
-    def run_cycle(self, intervals: Sequence[Interval]) -> Report:
+    def run_cycle(self, intervals: Sequence[Interval], trigger: str = "schedule") -> Report:
+        """The checks of ``intervals``, or (trigger "event") those a GPU event concerns."""
         gen = self.gen
-        ids = [c.id for c in self.checks if c.interval in intervals]
+        ids = (self._event_ids if trigger == "event" else
+               [c.id for c in self.checks if c.interval in intervals])
         started = self.clock.monotonic()
-        self.cycle_started = started
+        self.cycle_started = self._read_at = started
         self.cycle_log.append((started, self.clock.wall()))
         if self.xid_monitor is not None:  # sticky faults first: the checks read them
             try:
@@ -183,7 +186,7 @@ class Daemon(ProcessShell):
         previous = self.report
         self.last_success = now
         self.cycle_duration = self.clock.monotonic() - started
-        self.report = self._compose(ordered, description, now)
+        self.report = replace(self._compose(ordered, description, now), trigger=trigger)
         self._publish(previous, self.report)
         return self.report
 
@@ -274,25 +277,24 @@ class Daemon(ProcessShell):
                 periods = {Interval.FAST: self.gen.config.run.fast_interval,
                            Interval.SLOW: self.gen.config.run.slow_interval}
                 due = {iv: 0.0 for iv in Interval}  # a new config re-runs everything once
-            if self._urgent:
+            if self._urgent:  # a new sticky fault: an event, else the fast cycle now
                 self._urgent = False
-                due[Interval.FAST] = 0.0
+                due[Interval.FAST] = self._urgent_due(due[Interval.FAST])
+            self._watch_kernel()
             now = mono()
             ready = [iv for iv, t in due.items() if t is not None and t <= now]
             if ready:
-                try:
-                    self.run_cycle(ready)
-                except Exception as exc:  # never let one bad cycle end the agent
-                    log(self.log, logging.ERROR, "check cycle failed",
-                        error=f"{type(exc).__name__}: {exc}")
+                self._guarded(ready, "schedule")
                 for iv in ready:
                     due[iv] = None if iv == Interval.BOOTSTRAP else now + periods[iv]
+            elif self.events.take(now):  # a GPU event: the checks it concerns, now
+                self._guarded([Interval.FAST], "event")
             if self._driver_appeared():
                 self.exit_code = EXIT_DRIVER_CHANGED
                 self.stop()
                 break
             self.heartbeat = mono()
-            pending = [t for t in due.values() if t is not None]
+            pending = [t for t in list(due.values()) + [self.events.due_at()] if t is not None]
             wait = min([TICK_S] + [max(0.0, t - mono()) for t in pending])
             self.wake.wait(wait)
             self.wake.clear()

@@ -8,7 +8,7 @@ import time
 from typing import Any, Callable
 
 from agent.outputs.node.nfdfile import publish_nfd
-from agent.report import Report
+from agent.report import Report, count_opens
 
 
 class NfdOutput:
@@ -22,7 +22,7 @@ class NfdOutput:
         self.opens = 0
 
     def publish(self, report: Report) -> str:
-        self.opens = self.opens + 1 if report.gate.open else 0
+        self.opens = count_opens(self.opens, report)  # scheduled runs only
         return publish_nfd(self.config, report, self.opens, self.clock(), self.dry_run)
 
     def close(self) -> None:

@@ -39,6 +39,11 @@ class DeviceSource:
             )
             self._lost_logged = self.reader.lost
 
+    def fileno(self) -> int:
+        """The descriptor the daemon's kernel-log watcher polls (-1: none, a test device)."""
+        fd = getattr(self._device, "fd", -1)
+        return fd if isinstance(fd, int) else -1
+
     def close(self) -> None:
         close = getattr(self._device, "close", None)
         if close is not None:

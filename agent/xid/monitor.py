@@ -53,6 +53,11 @@ class XidMonitor:
         self.write_failures = 0
         self.events: Any = None  # an agent.nvml.events.NvmlEventStream, when one feeds us
         self.on_sticky: Optional[Callable[[], None]] = None  # the daemon: run the checks now
+        # The daemon's event trigger (agent/daemon/triggers.py): every XID counted and every
+        # failed NVML event wait (GPU lost); it must be quick (it runs on the reading thread).
+        self.on_event: Optional[Callable[[], None]] = None
+        # One kernel-log reader at a time: the cycle's poll and the watcher's between cycles.
+        self._poll_lock = threading.RLock()
 
     def start(self) -> Dict[str, Any]:
         """Load the state (a corrupt or foreign-boot file is replaced by a fresh one, logged)."""
@@ -80,6 +85,15 @@ class XidMonitor:
         """Drain the kernel records that arrived since the last call, one at a time (memory:
         the dedupe window and one pending fault per GPU and code, whatever the burst size).
         Returns how many XIDs were counted."""
+        with self._poll_lock:
+            return self._poll()
+
+    def kernel_fd(self) -> int:
+        """The kernel log's descriptor to wait on with poll(2), or -1 (the journal: none)."""
+        fileno = getattr(self._source, "fileno", None)
+        return int(fileno()) if fileno is not None else -1
+
+    def _poll(self) -> int:
         counted = 0
         for item in self._source.poll() if self._source is not None else ():
             line = item if isinstance(item, KernelLine) else parse_line(item)
@@ -106,11 +120,12 @@ class XidMonitor:
                 urgent = self.on_sticky if old is None else None
             else:
                 urgent = None
-        if urgent is not None:
-            try:
-                urgent()
-            except Exception:  # the daemon's wake-up must never stop XID intake
-                log.exception("sticky-fault callback failed")
+        for callback in (urgent, self.on_event):
+            if callback is not None:
+                try:
+                    callback()
+                except Exception:  # the daemon's wake-up must never stop XID intake
+                    log.exception("XID callback failed")
         return True
 
     def feed_nvml(self, event: Mapping[str, Any]) -> bool:
@@ -135,6 +150,9 @@ class XidMonitor:
         if message.get("event") == "xid" and isinstance(message.get("code"), int):
             self.feed_nvml(message)
         elif message.get("event") == "error":
+            if self.on_event is not None:
+                with contextlib.suppress(Exception):
+                    self.on_event()
             log.warning(
                 "NVML event wait failed",
                 extra={
@@ -241,8 +259,9 @@ class XidMonitor:
             close()
 
     def cycle(self, snapshot: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-        self.gpus.update(snapshot)  # before polling, so new XIDs get their GPU index
-        self.poll()
+        with self._poll_lock:  # GpuMap is not shared with the watcher's poll meanwhile
+            self.gpus.update(snapshot)  # before polling, so new XIDs get their GPU index
+            self.poll()
         return self.record(snapshot)
 
 

@@ -45,6 +45,7 @@ from agent.outputs.node.result import (
     PublishResult,
     WriteOutcome,
 )
+from agent.report import count_opens
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class Publisher:
     def publish(self, report: Any) -> PublishResult:
         now = self.clock()
         mono = self.monotonic()
-        self.opens = self.opens + 1 if report.gate.open else 0
+        self.opens = count_opens(self.opens, report)  # scheduled runs only
         result = PublishResult(dry_run=self.dry_run)
         if self.config.nfd.enabled or nfd.read_labels(self.config.nfd.path) is not None:
             result.nfd = publish_nfd(self.config, report, self.opens, now, self.dry_run)
