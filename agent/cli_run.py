@@ -55,7 +55,7 @@ def main(args: Any, checks: Sequence[Check], loader: Callable[[], Generation]) -
         daemon = Daemon(checks, load_once, source, version(),
                         logger, listen_override=getattr(args, "listen_address", None),
                         outputs_factory=_node_outputs(args, live, api),
-                        xid_monitor=_xid_monitor(gen, logger, library) if live else None)
+                        xid_monitor=_xid_monitor(gen, logger, gpus) if live else None)
     except OSError as exc:  # a WebConfigError is a ConfigError already (exit 2)
         listen = getattr(args, "listen_address", None) or gen.config.run.listen_address
         raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
@@ -111,15 +111,16 @@ def _node_outputs(args: Any, live: bool, api: Any) -> Callable[[Generation], Lis
     return make
 
 
-def _xid_monitor(gen: Generation, logger: logging.Logger, library: Any = None) -> Any:
+def _xid_monitor(gen: Generation, logger: logging.Logger, nvml: Any = None) -> Any:
     """Sticky XID/ECC faults and XID counters from the kernel log (live host only: it writes
     /var/lib/gpu-node-agent and reads /dev/kmsg)."""
     try:
         from agent.xid.monitor import start_for_daemon
 
-        # Kernel log plus NVML XID events from their own worker (NVML misses 79/119/120, the
-        # kernel log misses nothing but arrives later; agent/xid/events.py de-duplicates them).
-        return start_for_daemon(gen.config, gen.policy.policy.xid, nvml_library=library)
+        # Kernel log plus NVML XID events from the NVML client's one worker (NVML misses
+        # 79/119/120, the kernel log misses nothing but arrives later; agent/xid/events.py
+        # de-duplicates them).
+        return start_for_daemon(gen.config, gen.policy.policy.xid, nvml=nvml)
     except Exception as exc:  # no kernel log, no state dir: the rest of the agent still runs
         log(logger, logging.ERROR, "XID monitor unavailable", error=f"{type(exc).__name__}: {exc}")
         return None

@@ -6,13 +6,14 @@ node through states it writes into the Node label ``nvidia.com/<driver>-driver-u
 (UpgradeStateLabelKeyFmt "nvidia.com/%s-driver-upgrade-state"); the GPU Operator names its
 driver "gpu" (NVIDIA/gpu-operator cmd/gpu-operator/main.go: ``upgrade.SetDriverName("gpu")``).
 The new driver container unloads the old kernel module, which fails while any process holds
-``/dev/nvidia*`` open: the NVML worker and the XID event process do (docs/runbook-nvml.md).
+``/dev/nvidia*`` open: the NVML worker does (docs/runbook-nvml.md).
 
 ``decide(node)`` is pure: the Node (the ``node`` host fact: the Node object, ``{"error": ...}``
 or None) to enter, leave or keep. ``UpgradeFollower`` applies it each cycle to the NVML client
-(``maintenance(on, reason=...)``, kept apart from the operator's flag file by the client) and
-to the XID event stream (``pause(on)``). Which states release NVML, and why, is
-docs/decisions.md ("run: NVML maintenance during a GPU Operator driver upgrade").
+(``maintenance(on, reason=...)``, kept apart from the operator's flag file by the client),
+whose one worker serves both the snapshots and the XID events (agent/nvml/client.py). Which
+states release NVML, and why, is docs/decisions.md ("run: NVML maintenance during a GPU
+Operator driver upgrade").
 """
 import logging
 from dataclasses import dataclass
@@ -97,9 +98,10 @@ def reason(state: str) -> str:
 
 
 class UpgradeFollower:
-    """The daemon's side: the Node's decision applied to the NVML client and the XID event
-    stream, once per cycle, before the checks run. ``state`` is the upgrade state that put NVML
-    in maintenance (None: not in upgrade maintenance)."""
+    """The daemon's side: the Node's decision applied to the NVML client (snapshots and XID
+    events: one worker), once per cycle, before the checks run. ``state`` is the upgrade state
+    that put NVML in maintenance (None: not in upgrade maintenance). ``monitor`` is unused
+    (the XID monitor's NVML events come from the same client)."""
 
     def __init__(self, logger: logging.Logger) -> None:
         self.log = logger
@@ -107,13 +109,11 @@ class UpgradeFollower:
 
     def cycle(self, host: Any, run: Any, gpus: Any, monitor: Any) -> None:
         client = gpus if callable(getattr(gpus, "maintenance", None)) else None
-        events = getattr(monitor, "events", None)
-        events = events if callable(getattr(events, "pause", None)) else None
-        if client is None and events is None:
+        if client is None:
             return  # nothing holds NVML here (a bundle, a tree): nothing to release
         if not getattr(run, "follow_driver_upgrade", True):
             if self.state is not None:
-                self._leave(client, events, "run.follow_driver_upgrade is false")
+                self._leave(client, "run.follow_driver_upgrade is false")
             return
         try:
             node = host.fact("node")
@@ -122,16 +122,13 @@ class UpgradeFollower:
         decision = decide(node)
         if decision.action is Action.ENTER and decision.state != self.state:
             assert decision.state is not None
-            self._enter(client, events, decision.state)
+            self._enter(client, decision.state)
         elif decision.action is Action.LEAVE and self.state is not None:
-            self._leave(client, events, decision.why)
+            self._leave(client, decision.why)
 
-    def _enter(self, client: Any, events: Any, state: str) -> None:
+    def _enter(self, client: Any, state: str) -> None:
         try:
-            if client is not None:
-                client.maintenance(True, reason=reason(state))
-            if events is not None:
-                events.pause(True)
+            client.maintenance(True, reason=reason(state))
         except Exception as exc:  # tried again next cycle (self.state unchanged)
             log(self.log, logging.ERROR, "could not enter NVML maintenance for the driver "
                 "upgrade", state=state, error=f"{type(exc).__name__}: {exc}")
@@ -142,15 +139,11 @@ class UpgradeFollower:
             "NVML handle" if first else "GPU Operator driver upgrade: NVML maintenance goes on",
             label=LABEL, state=state)
 
-    def _leave(self, client: Any, events: Any, why: str) -> None:
+    def _leave(self, client: Any, why: str) -> None:
         try:
-            still = False
-            if client is not None:
-                client.maintenance(False)
-                check = getattr(client, "check_maintenance_flag", None)
-                still = bool(check()) if callable(check) else False
-            if events is not None:
-                events.pause(False)
+            client.maintenance(False)
+            check = getattr(client, "check_maintenance_flag", None)
+            still = bool(check()) if callable(check) else False
         except Exception as exc:
             log(self.log, logging.ERROR, "could not leave NVML maintenance after the driver "
                 "upgrade", state=self.state, error=f"{type(exc).__name__}: {exc}")

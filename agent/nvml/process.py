@@ -1,9 +1,10 @@
-"""One NVML worker child process, as the snapshot client and the event stream both run it.
+"""The one NVML worker child process, as the client (agent/nvml/client.py) runs it.
 
 How it is started (``python -m agent.nvml.worker`` from this installation), how its JSON
-lines are read under a deadline, and how its pipes and stderr are closed and read after it
-ended. What to do about a worker that is late or gone (kill by PID, backoff, "stuck") is the
-caller's: agent/nvml/client.py for snapshots, agent/nvml/events.py for XID events.
+lines are capped, and how its request pipe and stderr are closed and read after it ended.
+What to do about a worker that is late or gone (kill by PID, backoff, "stuck") is the one
+supervisor's: agent/nvml/client.py; its replies and XID events are read by
+agent/nvml/channel.py.
 
 Which libnvidia-ml the NVML worker loads: the host's loader path (pynvml's own
 ``CDLL("libnvidia-ml.so.1")``), or one exact file named by the agent, the GPU Operator's
@@ -25,9 +26,7 @@ This module never imports pynvml: the agent's process imports it (the client), a
 worker hands pynvml in.
 """
 import os
-import select
 import subprocess
-import time
 from typing import IO, Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 WORKER_MODULE = "agent.nvml.worker"
@@ -55,46 +54,13 @@ def spawn_worker(
     )
 
 
-class LineReader:
-    """Whole lines from a worker's stdout, each read under a deadline (memory: one line,
-    at most MAX_LINE_BYTES). ``eof`` is set once the worker closed its end."""
-
-    def __init__(self) -> None:
-        self.buf = b""
-        self.eof = False
-
-    def reset(self) -> None:
-        self.buf, self.eof = b"", False
-
-    def read_line(self, fd: int, deadline: float) -> Optional[bytes]:
-        """The next line without its newline; None at the deadline (time.monotonic), at EOF
-        or when a line outgrew the cap."""
-        while b"\n" not in self.buf:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                return None
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                self.eof = True  # the worker closed its stdout: it exited or is exiting
-                return None
-            self.buf += chunk
-            if len(self.buf) > MAX_LINE_BYTES:
-                self.buf = b""
-                return None
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line
-
-
-def close_pipes(proc: "subprocess.Popen[bytes]") -> None:
-    for pipe in (proc.stdin, proc.stdout):
-        try:
-            if pipe is not None:
-                pipe.close()
-        except OSError:
-            pass
+def close_stdin(proc: "subprocess.Popen[bytes]") -> None:
+    """The request pipe. (Its stdout is the reader thread's to close: agent/nvml/channel.py.)"""
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+    except OSError:
+        pass
 
 
 def stderr_tail(stderr: Optional[IO[bytes]]) -> str:
@@ -111,6 +77,9 @@ def stderr_tail(stderr: Optional[IO[bytes]]) -> str:
 
 # -- which libnvidia-ml the worker loads ---------------------------------------------
 LIBRARY_ENV = "GNA_NVML_LIBRARY"  # the absolute path the worker loads instead of the soname
+# The maintenance flag file (config gpu.maintenance_flag): the worker checks it between event
+# waits and exits when it appears (agent/nvml/worker.py serve).
+MAINTENANCE_FLAG_ENV = "GNA_NVML_MAINTENANCE_FLAG"
 
 
 class LibraryChoice(NamedTuple):

@@ -18,40 +18,57 @@ The library: with GNA_NVML_LIBRARY set (an absolute path; the client sets it on 
 driver is the GPU Operator's), that exact file is loaded before pynvml's first call
 (agent/nvml/process.py); one that cannot be loaded makes every snapshot an error one naming it.
 
-XID streaming: ``python -m agent.nvml.worker --events`` runs
-``agent.nvml.events.events_main`` instead, a separate process whose nvmlEventSetWait thread
-never delays a snapshot. (Lines without an "id" are events; the snapshot client skips them.)
+XID events: with ``--events`` (or after ``{"op": "events", "on": true}``) the same process
+also holds an NVML event set (agent/nvml/events.py) and waits on it, in bounded waits, while
+no request is waiting: one process, one thread, one NVML call at a time, so a hang in a query
+or in a wait is seen by the one deadline the agent puts on each request. Event lines carry
+no "id"; the agent routes them apart from replies (agent/nvml/channel.py).
 """
 import contextlib
 import json
 import os
+import select
 import sys
-import threading
 import time
 from typing import Any, Dict, List, Optional
 
 import pynvml
 
-from agent.nvml.process import LIBRARY_ENV, load_into
+from agent.nvml.events import WAIT_MS, XidWatch, error_event
+from agent.nvml.process import LIBRARY_ENV, MAINTENANCE_FLAG_ENV, load_into
 from agent.nvml.readers import as_text, error_record, read_gpu
 
 SCHEMA_VERSION = 1
 
 
 class Worker:
-    def __init__(self, load_error: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(self, load_error: Optional[Dict[str, Any]] = None, events: bool = False) -> None:
         # The named library could not be loaded (agent/nvml/process.py): every snapshot says
         # so, and pynvml is never left to dlopen another libnvidia-ml by its soname.
         self.load_error = load_error
         self.initialized = False
         self.maintenance = False
-        self.out_lock = threading.Lock()
+        self.events = events  # XID events wanted (armed when NVML is up, not in maintenance)
+        self.watch = XidWatch(pynvml, self.send)
 
     def send(self, message: Dict[str, Any]) -> None:
-        line = json.dumps(message, separators=(",", ":"))
-        with self.out_lock:  # the event thread writes on the same pipe
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
+        sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+
+    def arm_events(self) -> None:
+        """Register the XID event set if wanted and not held (at start, after a clean
+        snapshot, after "events" on); a failure is one error event, retried next time."""
+        if not self.events or self.watch.armed or self.maintenance:
+            return
+        if self.load_error is not None:
+            self.send({"event": "error", **self.load_error})
+            return
+        try:
+            self._init()
+            self.watch.arm()
+        except pynvml.NVMLError as exc:
+            self.watch.disarm()
+            self.send(error_event("init", exc))
 
     def _init(self) -> None:
         if not self.initialized:
@@ -59,6 +76,7 @@ class Worker:
             self.initialized = True
 
     def shutdown(self) -> None:
+        self.watch.disarm()  # the event set goes before the nvmlShutdown it was made under
         if self.initialized:
             self.initialized = False
             with contextlib.suppress(pynvml.NVMLError):
@@ -114,6 +132,11 @@ class Worker:
             if self.maintenance:
                 self.shutdown()
             reply["maintenance"] = self.maintenance
+        elif op == "events":
+            self.events = bool(req.get("on", True))
+            if not self.events:
+                self.watch.disarm()
+            reply["events"] = self.events
         elif op == "ping":
             reply["pid"] = os.getpid()
         elif op == "exit":
@@ -123,37 +146,62 @@ class Worker:
         return reply
 
 
+def answer(worker: Worker, raw: bytes) -> bool:
+    """One request line answered; False for "exit"."""
+    try:
+        req = json.loads(raw)
+        if not isinstance(req, dict):
+            raise ValueError("a request is a JSON object")
+    except ValueError as exc:
+        worker.send({"id": None, "ok": False, "message": f"bad request: {exc}"})
+        return True
+    try:
+        reply = worker.handle_request(req)
+    except Exception as exc:  # answer, never die silently: the client would time out
+        reply = {"id": req.get("id"), "ok": False, "message": f"{type(exc).__name__}: {exc}"}
+    if reply is None:
+        return False
+    worker.send(reply)
+    snap = reply.get("snapshot")
+    if isinstance(snap, dict) and snap.get("error") is None:
+        worker.arm_events()  # after the reply: its latency is the snapshot's alone
+    return True
+
+
+def serve(worker: Worker, fd: int, wait_ms: int = WAIT_MS, flag: Optional[str] = None) -> None:
+    """Requests on ``fd`` until "exit" or EOF (the agent closed the pipe or died). While the
+    event set is armed and no request is waiting, one bounded event wait at a time; between
+    them, the maintenance flag file (``flag``): when it appears the worker says so and exits
+    (nvmlShutdown in main), so NVML is let go within one wait, not at the agent's next read."""
+    pending = b""
+    while True:
+        if worker.watch.armed and not select.select([fd], [], [], 0)[0]:
+            if flag and os.path.exists(flag):
+                worker.send({"event": "maintenance", "flag": flag})
+                return
+            worker.watch.wait(wait_ms)
+            continue
+        chunk = os.read(fd, 65536)  # blocks only while no event set is armed
+        if not chunk:
+            return
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for raw in lines:
+            if raw.strip() and not answer(worker, raw):
+                return
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     # The exact libnvidia-ml the agent named (the GPU Operator's driver root), loaded before
     # pynvml's first call; unset = pynvml dlopens the soname from the host's loader path.
     load_error = load_into(pynvml, os.environ.get(LIBRARY_ENV) or None)
-    if "--events" in args:
-        # XID streaming runs in its own worker process (agent/nvml/events.py), so a
-        # thread blocked in nvmlEventSetWait never delays a snapshot; pynvml is handed in.
-        from agent.nvml.events import events_main
-
-        return events_main(pynvml, load_error)
-    worker = Worker(load_error)
-    for raw in sys.stdin:
-        raw = raw.strip()
-        if not raw:
-            continue
-        try:
-            req = json.loads(raw)
-            if not isinstance(req, dict):
-                raise ValueError("a request is a JSON object")
-        except ValueError as exc:
-            worker.send({"id": None, "ok": False, "message": f"bad request: {exc}"})
-            continue
-        try:
-            reply = worker.handle_request(req)
-        except Exception as exc:  # answer, never die silently: the client would time out
-            reply = {"id": req.get("id"), "ok": False, "message": f"{type(exc).__name__}: {exc}"}
-        if reply is None:
-            break
-        worker.send(reply)
-    worker.shutdown()
+    worker = Worker(load_error, events="--events" in args)
+    worker.arm_events()
+    try:
+        serve(worker, sys.stdin.fileno(), flag=os.environ.get(MAINTENANCE_FLAG_ENV) or None)
+    finally:
+        worker.shutdown()
     return 0
 
 

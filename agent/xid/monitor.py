@@ -51,7 +51,9 @@ class XidMonitor:
         self._unsaved_resets: List[Tuple[str, Optional[int]]] = []
         self._unsaved_seen: Dict[str, int] = {}
         self.write_failures = 0
-        self.events: Any = None  # an agent.nvml.events.NvmlEventStream, when one feeds us
+        # The NVML client whose one worker also waits for XID events and feeds them to
+        # on_nvml_message (agent/nvml/client.py watch_xid); the daemon closes it, not us.
+        self.nvml: Any = None
         self.on_sticky: Optional[Callable[[], None]] = None  # the daemon: run the checks now
         # The daemon's event trigger (agent/daemon/triggers.py): every XID counted and every
         # failed NVML event wait (GPU lost); it must be quick (it runs on the reading thread).
@@ -144,9 +146,9 @@ class XidMonitor:
         return self._accept(self.gpus.resolve(ev))
 
     def on_nvml_message(self, message: Mapping[str, Any]) -> None:
-        """The callback for agent.nvml.events.NvmlEventStream: XIDs are fed in; a wait that
-        failed with GPU-lost is logged (gpu-count and nvml-responsive own that condition, and
-        the kernel log's XID 79 names the GPU)."""
+        """The callback for NvmlClient.watch_xid (agent/nvml/client.py): XIDs are fed in; a
+        wait that failed with GPU-lost is logged (gpu-count and nvml-responsive own that
+        condition, and the kernel log's XID 79 names the GPU)."""
         if message.get("event") == "xid" and isinstance(message.get("code"), int):
             self.feed_nvml(message)
         elif message.get("event") == "error":
@@ -252,8 +254,6 @@ class XidMonitor:
         return self.state
 
     def stop(self) -> None:
-        if self.events is not None:
-            self.events.stop()
         close = getattr(self._source, "close", None)
         if close is not None:
             close()
@@ -265,23 +265,16 @@ class XidMonitor:
         return self.record(snapshot)
 
 
-def start_for_daemon(
-    config: Any, xid_policy: Any, nvml_events: bool = True, nvml_library: Any = None
-) -> XidMonitor:
+def start_for_daemon(config: Any, xid_policy: Any, nvml: Any = None) -> XidMonitor:
     """What `run` does at start: the state under ``config.state_dir`` for this boot, the
-    kernel log (/dev/kmsg, else the journal), and NVML XID events from their own worker
-    (held back in NVML maintenance mode). Then, each cycle: ``monitor.cycle(snapshot)``; at
-    exit: ``monitor.stop()``."""
-    from agent.nvml.events import NvmlEventStream
+    kernel log (/dev/kmsg, else the journal), and NVML XID events from ``nvml``, `run`'s
+    NvmlClient, whose one worker waits for them between snapshots (none in NVML maintenance
+    mode). Then, each cycle: ``monitor.cycle(snapshot)``; at exit: ``monitor.stop()``."""
     from agent.xid.clear import boot_id
 
     monitor = XidMonitor(StateStore(config.state_dir, boot_id()), xid_policy)
     monitor.start()
-    if nvml_events:
-        gpu = getattr(config, "gpu", None)
-        monitor.events = NvmlEventStream(
-            monitor.on_nvml_message, maintenance_flag=getattr(gpu, "maintenance_flag", None),
-            library=nvml_library,  # the GPU Operator's driver root's libnvidia-ml, if it owns it
-        )
-        monitor.events.start()
+    if callable(getattr(nvml, "watch_xid", None)):
+        monitor.nvml = nvml
+        nvml.watch_xid(monitor.on_nvml_message)
     return monitor

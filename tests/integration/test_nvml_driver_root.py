@@ -1,7 +1,7 @@
 """NVML from the GPU Operator's driver root: the simulated libnvidia-ml (tests/nvml_sim) placed
 only under <tmp>/run/nvidia/driver, as the operator's driver container exposes its root on the
 host, and read by the real pynvml in the real NVML worker through the client, `check` and the
-XID event worker. The host's own loader path has no libnvidia-ml in these tests (asserted: a
+XID events of that same worker. The host's own loader path has no libnvidia-ml in these tests (asserted: a
 worker without the root's library finds none).
 
 Layouts (agent/host/driver_root.py cites them): Ubuntu-based driver images keep the library in
@@ -9,6 +9,9 @@ Layouts (agent/host/driver_root.py cites them): Ubuntu-based driver images keep 
 only the root's /etc/ld.so.cache names (written by the real `ldconfig -r <root>` when this
 runs as root with /sbin/ldconfig, else by the glibc dl-cache.h writer of the unit tests).
 Expected values come from the scenario file, never from the snapshot under test.
+(The XID test changed when the events moved into the one NVML worker: it drove a second
+process, NvmlEventStream, which restarted by itself; now the client's next snapshot sees the
+replaced file and starts one new worker, which waits for events again.)
 """
 import ctypes.util
 import json
@@ -26,7 +29,6 @@ import pytest
 from agent.cli_common import nvml_library_for
 from agent.ldcache import ARCH_FLAGS, FLAG_ELF_LIBC6
 from agent.nvml.client import NvmlClient
-from agent.nvml.events import NvmlEventStream
 from checks.policy import ResolvedPolicy, load_policy
 from tests.nvml_sim import simlib
 from tests.unit.test_driver_root import new_cache
@@ -162,7 +164,7 @@ def test_a_file_that_is_not_a_library_fails_naming_the_path(tree):
     assert str(bad) in snap["error"]["message"]
 
 
-def test_the_xid_event_worker_loads_the_roots_library(tree):
+def test_the_one_worker_waits_for_xid_events_on_the_roots_library(tree):
     placed = tree.place(MULTIARCH + SONAME)
     seen: List[Dict[str, Any]] = []
     ready = threading.Event()
@@ -172,21 +174,21 @@ def test_the_xid_event_worker_loads_the_roots_library(tree):
         if message.get("event") in ("ready", "error"):
             ready.set()
 
-    stream = NvmlEventStream(on_event, env=tree.env, library=nvml_library_for(tree.policy()))
-    stream.start()
-    try:
-        assert ready.wait(30), seen
-        assert seen[0] == {"event": "ready", "gpus": len(tree.doc["gpus"])}, seen
-        pid = stream.pid
-        assert pid is not None and mapped_nvml(pid) == [str(placed)]
-        ready.clear()
-        fresh = placed.with_name("new")
-        shutil.copy(tree.built["lib"], fresh)
-        os.replace(fresh, placed)  # the operator's new driver at the same path
-        assert ready.wait(30), seen  # the old worker was stopped, a new one is ready
-        assert stream.stats["starts"] == 2 and stream.pid not in (None, pid)
-    finally:
-        stream.stop()
+    client = tree.client()
+    client.watch_xid(on_event)
+    assert ready.wait(30), seen
+    assert seen[0] == {"event": "ready", "gpus": len(tree.doc["gpus"])}, seen
+    pid = client.worker_pid
+    assert pid is not None and mapped_nvml(pid) == [str(placed)]
+    ready.clear()
+    fresh = placed.with_name("new")
+    shutil.copy(tree.built["lib"], fresh)
+    os.replace(fresh, placed)  # the operator's new driver at the same path
+    snap = client.snapshot()  # sees the new file: the old worker stops, a new one reads
+    assert snap["error"] is None and snap["worker"]["pid"] != pid
+    assert ready.wait(30), seen  # the new worker's event set is registered
+    assert client.stats["spawns"] == 2 and client.worker_pid == snap["worker"]["pid"]
+    assert mapped_nvml(snap["worker"]["pid"]) == [str(placed)]
 
 
 def test_check_on_an_operator_managed_host_reads_nvml_from_the_driver_root(tree, tmp_path):

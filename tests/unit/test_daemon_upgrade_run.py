@@ -1,7 +1,10 @@
-"""A `run` cycle under the GPU Operator's driver upgrade, with the real NVML client and the
-real XID event stream around a stand-in worker process (no NVML: the child answers the
-client's JSON-lines protocol, agent/nvml/worker.py's docstring). The Node comes from a fact
-source the test changes between cycles, as the API-backed `node` fact would.
+"""A `run` cycle under the GPU Operator's driver upgrade, with the real NVML client (its one
+worker serves snapshots and XID events) around a stand-in worker process (no NVML: the child
+answers the client's JSON-lines protocol, agent/nvml/worker.py's docstring). The Node comes
+from a fact source the test changes between cycles, as the API-backed `node` fact would.
+(Changed when XID events moved into the one NVML worker: these tests drove a second events
+process, NvmlEventStream, and checked that it paused too; now maintenance ends the one
+worker, so "no NVML process at all" is one PID, and the events resume with the next worker.)
 
 State names: NVIDIA/k8s-operator-libs pkg/upgrade/consts.go; label key: its
 UpgradeStateLabelKeyFmt with the GPU Operator's driver name "gpu"."""
@@ -19,23 +22,20 @@ from agent.host.seam import Host
 from agent.logs import setup
 from agent.model import Interval, Status
 from agent.nvml.client import NvmlClient
-from agent.nvml.events import NvmlEventStream
 from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.policy import ResolvedPolicy, load_policy
 from tests.reliability.helpers import HEALTHY_ROOT
 
 KEY = "nvidia.com/gpu-driver-upgrade-state"
 
-# One process for both roles: `-m agent.nvml.worker` answers requests, `--events` says ready
-# and holds on (as nvmlEventSetWait would) until killed or its stdin closes.
+# The one worker's two roles: with `--events` it says ready (its event set registered), then
+# answers requests like any worker.
 WORKER = """\
 import json, sys
 SNAP = {"schema_version": 1, "source": "nvml", "error": None, "nvml_version": "13.580.95.05",
         "driver_version": "580.95.05", "device_count": 0, "gpus": []}
 if "--events" in sys.argv:
     print(json.dumps({"event": "ready", "gpus": 0}), flush=True)
-    sys.stdin.buffer.read()
-    sys.exit(0)
 for line in sys.stdin:
     req = json.loads(line)
     if req.get("op") == "exit":
@@ -69,10 +69,14 @@ class Facts:
 
 
 class Monitor:
-    """The XID monitor as the daemon sees it: its NVML event stream, nothing recorded."""
+    """The XID monitor as the daemon sees it: the NVML events it was handed, nothing recorded."""
 
-    def __init__(self, events: NvmlEventStream) -> None:
-        self.events = events
+    def __init__(self, client: NvmlClient) -> None:
+        self.ready = 0  # "ready" events: one per worker that registered its event set
+        client.watch_xid(self.on_nvml_message)
+
+    def on_nvml_message(self, message: Any) -> None:
+        self.ready += message.get("event") == "ready"
 
     def cycle(self, snapshot: Any) -> None:
         pass
@@ -99,9 +103,6 @@ def running(tmp_path: Path, flag: Optional[Path] = None) -> Iterator[Any]:
     python = _fake_python(tmp_path)
     client = NvmlClient(python=python, first_deadline_s=20, deadline_s=20,
                         maintenance_flag=None if flag is None else str(flag))
-    events = NvmlEventStream(lambda message: None, python=python,
-                             maintenance_flag=None if flag is None else str(flag),
-                             backoff_initial_s=0.05, backoff_max_s=0.2)
     facts = Facts()
 
     def opener(gen: Any) -> Any:
@@ -109,13 +110,11 @@ def running(tmp_path: Path, flag: Optional[Path] = None) -> Iterator[Any]:
 
     gen = _generation()
     daemon = Daemon([NVML_RESPONSIVE], lambda: gen, Source(opener, None, client), "test",
-                    setup(), notifier=Notifier({}), xid_monitor=Monitor(events))
-    events.start()
+                    setup(), notifier=Notifier({}), xid_monitor=(monitor := Monitor(client)))
     try:
-        yield daemon, client, events, facts
+        yield daemon, client, monitor, facts
     finally:
         daemon.server.stop()
-        events.stop()
         client.close()
 
 
@@ -126,15 +125,14 @@ def _nvml(daemon: Daemon) -> Any:
 
 
 def test_pod_restart_required_releases_nvml_and_upgrade_done_reads_again(tmp_path):
-    with running(tmp_path) as (daemon, client, events, facts):
+    with running(tmp_path) as (daemon, client, monitor, facts):
         assert _nvml(daemon).status == Status.PASS
         assert client.worker_pid is not None and client.stats["spawns"] == 1
-        assert _until(lambda: events.stats["events"] == 0 and events.pid is not None)
+        assert monitor.ready == 1  # started by watch_xid, before the first cycle
 
         facts.label("pod-restart-required")
         result = _nvml(daemon)
-        assert client.worker_pid is None and client.in_maintenance
-        assert events.pid is None  # killed at once, not at its next poll
+        assert client.worker_pid is None and client.in_maintenance  # no NVML process at all
         assert result.status == Status.UNKNOWN
         assert f"{KEY}=pod-restart-required" in result.summary
         assert "GPU Operator driver upgrade" in result.summary
@@ -144,19 +142,17 @@ def test_pod_restart_required_releases_nvml_and_upgrade_done_reads_again(tmp_pat
         facts.node = {"error": "Get https://127.0.0.1:6443/api/v1/nodes/gpu-1: EOF"}
         assert _nvml(daemon).status == Status.UNKNOWN  # API down: still in maintenance
         assert client.worker_pid is None and client.stats["spawns"] == 1
-        assert _until(lambda: events.pid is None)
 
         facts.label("upgrade-done")
         result = _nvml(daemon)
         assert result.status == Status.PASS and "answered" in result.summary
         assert client.stats["spawns"] == 2 and client.worker_pid is not None  # a fresh worker
-        assert _until(lambda: events.pid is not None)
-        assert events.stats["starts"] >= 2
+        assert _until(lambda: monitor.ready == 2)  # and its events again
 
 
 def test_the_flag_file_holds_maintenance_after_upgrade_done(tmp_path):
     flag = tmp_path / "nvml-maintenance"
-    with running(tmp_path, flag) as (daemon, client, events, facts):
+    with running(tmp_path, flag) as (daemon, client, monitor, facts):
         facts.label("pod-restart-required")
         assert _nvml(daemon).status == Status.UNKNOWN
         flag.write_text("")
@@ -164,14 +160,15 @@ def test_the_flag_file_holds_maintenance_after_upgrade_done(tmp_path):
         result = _nvml(daemon)
         assert result.status == Status.UNKNOWN and "NVML not read: maintenance" in result.summary
         assert KEY not in result.summary  # the upgrade is over; the flag file holds it now
-        assert client.worker_pid is None and client.stats["spawns"] == 0
-        assert events.pid is None and events.stats["starts"] <= 1
+        # the worker watch_xid started before the first cycle, and none since
+        assert client.worker_pid is None and client.stats["spawns"] == 1 and monitor.ready == 1
         flag.unlink()
-        assert _nvml(daemon).status == Status.PASS and client.stats["spawns"] == 1
+        assert _nvml(daemon).status == Status.PASS and client.stats["spawns"] == 2
+        assert _until(lambda: monitor.ready == 2)  # the fresh worker waits for events again
 
 
 def test_follow_driver_upgrade_false_keeps_nvml(tmp_path):
-    with running(tmp_path) as (daemon, client, events, facts):
+    with running(tmp_path) as (daemon, client, monitor, facts):
         daemon.gen = _generation(follow=False)
         facts.label("pod-restart-required")
         assert _nvml(daemon).status == Status.PASS

@@ -1,6 +1,9 @@
 """The NVML worker's side of a named library (agent/nvml/process.py): what it loads, what it
-refuses, and what the client and the event stream do while the operator's library is absent
-or replaced. No gcc needed: the loaded object is a shared library already on this machine."""
+refuses, and what the client does for snapshots and XID events while the operator's library
+is absent or replaced. No gcc needed: the loaded object is a shared library already on this
+machine. (The event-stream test changed when XID events moved into the one NVML worker: it
+asked a second process, NvmlEventStream, that is gone; the client now starts no worker for
+events either.)"""
 import _ctypes
 import os
 import threading
@@ -8,7 +11,6 @@ import types
 from typing import Any, Dict, List, Optional
 
 from agent.nvml.client import NvmlClient
-from agent.nvml.events import NvmlEventStream
 from agent.nvml.process import LIBRARY_ENV, LibraryChoice, LibraryPin, load_into, worker_env
 from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.policy import ResolvedPolicy, load_policy
@@ -113,13 +115,15 @@ def test_a_lookup_that_raises_is_a_reason_not_a_crash():
     assert "boom" in str(LibraryPin(broken).ask(False, lambda: None))
 
 
-def test_the_event_stream_says_why_and_starts_no_worker():
+def test_xid_events_start_no_worker_without_the_library():
     seen: List[Any] = []
-    stream = NvmlEventStream(seen.append, library=not_there)
-    stream._run_one()
-    assert stream.stats["starts"] == 0 and stream.pid is None
-    assert seen[0]["event"] == "error" and seen[0]["kind"] == "library_not_found"
-    assert "/run/nvidia/driver" in seen[0]["message"]
+    client = NvmlClient(library=not_there)
+    client.watch_xid(seen.append)
+    snap = client.snapshot()
+    client.close()
+    assert client.stats["spawns"] == 0 and client.worker_pid is None and seen == []
+    assert snap["error"]["kind"] == "library_not_found"
+    assert "/run/nvidia/driver" in snap["error"]["message"]
 
 
 def test_a_library_that_would_not_load_is_a_failure_naming_the_path():

@@ -1,0 +1,121 @@
+"""How many processes `gpu-node-agent run` keeps on a simulated 8-GPU host, and each one's
+resident memory (RSS and PSS from /proc/PID/smaps_rollup, Linux proc(5)).
+
+    .venv-3.13/bin/python bench/bench_nvml_processes.py [--json]
+
+It compiles the simulated libnvidia-ml (tests/nvml_sim), starts a live `run` (kernel log,
+XID monitor, NVML worker) with the Node outputs off and its state directory in a temp dir,
+waits for the first full run, lists the agent's process tree and stops it with SIGTERM.
+Needs gcc and nvml.h (the test extras) and a readable /dev/kmsg (else the XID monitor, and
+with it the XID event wait, is off: the script says so).
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.nvml_sim import simlib  # noqa: E402
+
+
+def children(pid: int) -> List[int]:
+    """Every descendant of ``pid`` (from /proc/*/stat's ppid field)."""
+    parent: Dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parent[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        kids = [p for p, pp in parent.items() if pp == current]
+        found += kids
+        frontier += kids
+    return sorted(found)
+
+
+def memory_kib(pid: int) -> Dict[str, int]:
+    out = {}
+    with open(f"/proc/{pid}/smaps_rollup") as fh:
+        for line in fh:
+            key, _, rest = line.partition(":")
+            if key in ("Rss", "Pss"):
+                out[key.lower() + "_kib"] = int(rest.split()[0])
+    return out
+
+
+def cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        built = simlib.build(tmp / "nvsim")
+        scenario = simlib.write_scenario(simlib.resolve("healthy-8xh100.json"), tmp / "scn.json")
+        env = simlib.worker_env(built, scenario)
+        env.pop("LD_PRELOAD", None)  # the dlsym-logging shim is a test aid, not the worker's
+        cfg = tmp / "agent.yaml"
+        cfg.write_text(f"state_dir: {tmp / 'state'}\nrun:\n  fast_interval: 5\n"
+                       "kube:\n  enabled: false\n")
+        log = open(tmp / "agent.log", "wb")  # noqa: SIM115 (closed below)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agent.cli", "run", "--config", str(cfg),
+             "--listen-address", f"127.0.0.1:{free_port()}"],
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
+        try:
+            text = ""
+            for _ in range(600):  # 60 s at most
+                text = (tmp / "agent.log").read_text(errors="replace")
+                if "first full run done" in text or proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+            time.sleep(3.0)  # a cycle more: the worker's steady state
+            pids = [proc.pid, *children(proc.pid)]
+            rows: List[Dict[str, Any]] = [
+                {"pid": p, "cmd": cmdline(p)[:100], **memory_kib(p)} for p in pids]
+            monitor_off = "XID monitor unavailable" in text
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+            log.close()
+    rss_total = sum(int(r.get("rss_kib", 0)) for r in rows)
+    pss_total = sum(int(r.get("pss_kib", 0)) for r in rows)
+    result = {"processes": len(rows), "rows": rows, "xid_monitor_off": monitor_off,
+              "rss_total_kib": rss_total, "pss_total_kib": pss_total}
+    if "--json" in sys.argv:
+        print(json.dumps(result, indent=1))
+    else:
+        for row in rows:
+            print(f"{row['pid']:>8} rss {row.get('rss_kib', 0) / 1024:6.1f} MiB "
+                  f"pss {row.get('pss_kib', 0) / 1024:6.1f} MiB  {row['cmd']}")
+        print(f"{len(rows)} processes; rss {rss_total / 1024:.1f} MiB, "
+              f"pss {pss_total / 1024:.1f} MiB in all"
+              + ("; XID monitor OFF (no kernel log)" if monitor_off else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
