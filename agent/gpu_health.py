@@ -6,8 +6,8 @@ the gate. The rules (docs/decisions.md "Per-GPU health"):
 
 - the GPUs are the snapshot's (docs/gpu-snapshot.md) plus any GPU a result names that the
   snapshot lacks (a PCI slot NVML does not list, from gpu-count);
-- a GPU is unhealthy when a check result that closes the gate (the rule of evaluate_gate:
-  critical and fail/unknown, or any warn/fail/unknown under strict) names it in
+- a GPU is unhealthy when a fail (a warn under strict) that closes the gate (the rule of
+  evaluate_gate: critical and fail, or any warn/fail under strict) names it in
   details["gpus_at_fault"]; a check names GPUs only when its verdict is wholly theirs
   (checks/gpu/common.py Findings, gpu-xid, gpu-count), so any other closing result still
   closes the gate, whatever the number;
@@ -165,7 +165,9 @@ def evaluate(
     attributed: List[str] = []
     for r in results:
         refs = _refs(r)
-        if not refs or not closes(r, path, strict) or r.status_on(path) != r.status:
+        # an unknown is the agent not seeing: it names no GPU, whatever its details say
+        if (not refs or not closes(r, path, strict) or r.status_on(path) != r.status
+                or r.status == Status.UNKNOWN):
             continue
         attributed.append(r.id)
         for ref in refs:

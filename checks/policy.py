@@ -26,7 +26,7 @@ XID_TABLE_VERSION = {1: 1, 2: 1}
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class BranchInfo(_Strict):
@@ -45,7 +45,7 @@ class DriverPolicy(_Strict):
     warn_past_end_of_life_paths: List[str] = []
     managed_by_operator: bool = False
     # GPUs that need NVIDIA's open kernel module (driver-open-module; checks/driver/policy.py).
-    require_open_module: OpenModulePolicy = Field(default_factory=OpenModulePolicy)
+    require_open_module: OpenModulePolicy = OpenModulePolicy()
 
 
 class SecurityBound(_Strict):
@@ -84,19 +84,19 @@ class Policy(_Strict):
     kubelet: KubeletPolicy
     os: OsPolicy
     # XID classes and thresholds: checks/xid_policy_v1.yaml (merged in by load_policy).
-    xid: XidPolicy = Field(default_factory=XidPolicy)
+    xid: XidPolicy = XidPolicy()
     # GPU health thresholds (the `gpu` section of policy_v1.yaml; checks/gpu/policy.py).
-    gpu: GpuPolicy = Field(default_factory=GpuPolicy)
+    gpu: GpuPolicy = GpuPolicy()
     # GPU Operator-managed driver and toolkit (checks/operator/policy.py).
-    operator: OperatorPolicy = Field(default_factory=OperatorPolicy)
+    operator: OperatorPolicy = OperatorPolicy()
     # The container-runtime gates policy version 2 adds (checks/containerd/policy.py).
-    containerd: ContainerdPolicy = Field(default_factory=ContainerdPolicy)
+    containerd: ContainerdPolicy = ContainerdPolicy()
     # GPU sharing strategies each allocation path allows (checks/allocation/policy.py).
-    sharing: SharingPolicy = Field(default_factory=SharingPolicy)
+    sharing: SharingPolicy = SharingPolicy()
     # The IMEX report's gate (checks/fabric/policy.py).
-    imex: ImexPolicy = Field(default_factory=ImexPolicy)
+    imex: ImexPolicy = ImexPolicy()
     # How many healthy GPUs keep the gate open (checks/gpu/health_policy.py).
-    health: HealthPolicy = Field(default_factory=HealthPolicy)
+    health: HealthPolicy = HealthPolicy()
 
 
 class ResolvedPolicy:
