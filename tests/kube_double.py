@@ -653,7 +653,16 @@ def _validate_meta(meta: Dict[str, Any]) -> List[Tuple[str, str]]:
     for key in sorted(annotations):
         for msg in annotation_key_errors(key):
             out.append(("metadata.annotations", f"Invalid value: {_quote(key)}: {msg}"))
+    # apimachinery pkg/api/validation/objectmeta.go ValidateAnnotationsSize: keys and values
+    # together at most TotalAnnotationSizeLimitB (256 KiB), field.TooLong's wording.
+    total = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT_B:
+        out.append(("metadata.annotations",
+                    f"Too long: must have at most {TOTAL_ANNOTATION_SIZE_LIMIT_B} bytes"))
     return out
+
+
+TOTAL_ANNOTATION_SIZE_LIMIT_B = 256 * (1 << 10)
 
 
 def _now() -> str:

@@ -4,6 +4,7 @@ Node plan): the real checks over the 8-GPU bundles of tests/fixtures/families/gp
 import json
 from pathlib import Path
 
+import jsonschema
 import pydantic
 import pytest
 
@@ -248,3 +249,27 @@ def _results_naming(*pairs):
     for cid, index in pairs:
         by_check.setdefault(cid, []).append({"index": index, "uuid": _uuid(index)})
     return [_result(cid, Status.FAIL, {"gpus_at_fault": refs}) for cid, refs in by_check.items()]
+
+
+def test_the_json_validates_against_the_schema():
+    schema = json.loads((REPO / "docs/report.schema.json").read_text())
+    for rep in (_report(FATAL, minimum=7), _report(MISSING), _report(FATAL, path="dra")):
+        jsonschema.validate(json.loads(json.dumps(report_dict(rep))), schema)
+    bad = report_dict(_report(FATAL, minimum=7))
+    bad["gpus"]["min_healthy_gpus"] = 0
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(json.loads(json.dumps(bad)), schema)
+
+
+def test_the_node_double_refuses_annotations_over_256_kib_like_the_server():
+    from tests.kube_double import _validate_meta
+
+    n = LISTED_MAX + 6
+    rep = build_report(_results_naming(*[("gpu-ecc", i) for i in range(n)]), "device-plugin",
+                       False, "h", 0.0, "t", gpus=_snap(n))
+    ours = {ANN: unhealthy_gpus_value(rep)}
+    assert _validate_meta({"annotations": ours}) == []
+    # someone else's annotations already near the limit: the server's 422 wording
+    full = dict(ours, **{"other.example.com/blob": "x" * (256 * 1024 - 30)})
+    assert _validate_meta({"annotations": full}) == [
+        ("metadata.annotations", "Too long: must have at most 262144 bytes")]
