@@ -31,9 +31,10 @@ HOSTS = {
     "nvml-failed": "nvml-responsive-nvml-failed",
 }
 DOWN = "down"  # a target nothing listens on
-# Grafana's $__rate_interval is at least four scrape intervals (Grafana docs, "Query and
-# transform data" > "$__rate_interval"); the scrape interval here is 1 s.
-RATE_INTERVAL = "4s"
+# Grafana's $__rate_interval is max($__interval + scrape interval, 4 x scrape interval)
+# (Grafana docs, Prometheus data source, "$__rate_interval"); a 6-hour dashboard gives an
+# $__interval of tens of seconds. 30 s holds many 1 s scrapes even on a loaded machine.
+RATE_INTERVAL = "30s"
 AGENT_CONFIG = "run:\n  fast_interval: 5\n  slow_interval: 10\n"
 
 
@@ -118,14 +119,15 @@ class Fleet:
             raise
 
     def _settle(self) -> None:
-        """Until every target has been scraped 5 times and the last recording rule has a value
-        for every agent (rates need two samples; the rules are evaluated after scrapes)."""
+        """Until every target has been scraped 5 times and the rules have been evaluated 3
+        times over every agent's series (a rate needs two samples in its window)."""
         want = len(HOSTS) + 1
 
         def ready() -> bool:
             scraped = self.prom.query(f'count_over_time(up{{job="{JOB}"}}[1m]) >= 5')
             recorded = self.prom.query(
-                f'instance_path:gpu_node_agent_gate_open:configured{{job="{JOB}"}}')
+                "count_over_time(instance_path:gpu_node_agent_gate_open:configured"
+                f'{{job="{JOB}"}}[1m]) >= 3')
             return len(scraped) == want and len(recorded) == len(HOSTS)
 
         wait_for(ready, 60, "5 scrapes of every target and the recording rules", 0.5)

@@ -20,6 +20,7 @@ import platform
 import re
 import shutil
 import subprocess
+from typing import Dict
 
 import pytest
 
@@ -84,7 +85,7 @@ def j(**kw):
 
 def fleet_expectations():
     """(panel title, refId) -> {label set: value or ANY}."""
-    counts = {}
+    counts: Dict[str, int] = {}
     for checks in BLOCKING.values():
         for c in checks:
             counts[c] = counts.get(c, 0) + 1
