@@ -63,13 +63,17 @@ class KubeSession:
         kcfg: Any,
         identity: Union[None, Identity, Callable[[], Identity]] = None,
         monotonic: Callable[[], float] = time.monotonic,
+        http: Optional[Callable[[], Any]] = None,
     ) -> None:
         """``identity``: the Node name and its source, or the composition root's lookup that
         gives it, called at most once, on first use (a `check` that never reads the Node reads
-        no name file); None: `kube.node_name` alone."""
+        no name file); None: `kube.node_name` alone. ``http``: makes the client's
+        requests.Session (default: a plain one); the fleet simulation (bench/fleet/) hands one
+        that answers in-process, so everything above the transport is the real client."""
         self.kcfg = kcfg
         self.key = settings_key(kcfg)
         self.monotonic = monotonic
+        self._http = http
         self._lock = threading.RLock()
         self._client: Optional[KubeClient] = None
         self._identity = identity if identity is not None else configured_identity(kcfg)
@@ -92,7 +96,9 @@ class KubeSession:
                 except NoCredentials:
                     kc.close()
                     raise
-                self._client = _client_class()(kc, timeout=self.kcfg.request_timeout)
+                http = None if self._http is None else self._http()
+                self._client = _client_class()(kc, timeout=self.kcfg.request_timeout,
+                                               session=http)
                 self.kubeconfig_used = (chosen.path, chosen.source)
             return self._client
 

@@ -74,11 +74,11 @@ def test_api_down_backs_off_and_writes_nothing(api, tmp_path):
     pub = publisher(str(dead), clock)
     tries = attempts_over(pub, clock, 3600, step=60)  # an hour of healthy reports
     assert all(r.error and not r.writes for _, r in tries)
-    # 5 s doubling to the 300 s cap, on 60 s cycles: far fewer than 60 tries, at least one
-    # every 300 s once capped
-    assert 8 <= len(tries) <= 20
+    # full jitter over 2 x the 300 s heartbeat interval; at rng 1.0 the window's end, so on
+    # 60 s cycles one try every 600 s: 6 in the hour, not 60
+    assert len(tries) == 6
     gaps = [b - a for (a, _), (b, _) in zip(tries, tries[1:])]
-    assert max(gaps) <= 300
+    assert gaps == [600] * 5
     assert not healthy_written(double)
 
 
@@ -142,6 +142,7 @@ def retried_after(double, kc, retry_after):
     """Seconds of fake time between the 429 and the next request, and the Node in between."""
     clock = Clock()
     pub = publisher(kc, clock)
+    pub.rng = lambda: 0.0  # a jitter wait of 0 s: the Retry-After alone sets the next try
     double.inject(429, retry_after=retry_after)
     first = pub.publish(report())
     assert "HTTP 429" in first.error and not healthy_written(double)
@@ -168,11 +169,13 @@ def test_5xx_backs_off_writes_nothing_then_recovers(api, status):
     double, kc = api
     clock = Clock()
     pub = publisher(kc, clock)
+    pub.rng = iter([0.01, 0.02, 0.03]).__next__
     double.inject(status, count=3)
     tries = attempts_over(pub, clock, 120)
     errors = [t for t, r in tries if r.error]
     assert len(errors) == 3 and not any(r.writes for _, r in tries[:3])
-    assert [b - a for a, b in zip(errors, errors[1:])] == [5, 10]  # 5 s, doubling (rng 1.0)
+    # full jitter over 2 x 300 s: 600 x 0.01 = 6 s, then 600 x 0.02 = 12 s
+    assert [b - a for a, b in zip(errors, errors[1:])] == [6, 12]
     assert healthy_written(double)  # after the faults: recovered
 
 

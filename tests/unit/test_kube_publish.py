@@ -104,7 +104,10 @@ def test_5xx_backs_off_with_no_write_then_recovers(api, status):
     clock.t += 1
     n = len(double.log)
     assert pub.publish(report()).waiting and len(double.log) == n  # backing off: no request
-    clock.t += 30
+    # full jitter over two heartbeat intervals, at rng 1.0 its end: 2 x 300 s after the 5xx
+    clock.t += 598
+    assert pub.publish(report()).waiting and len(double.log) == n
+    clock.t += 1
     assert pub.publish(report()).error is None
     assert labels(double)[HEALTH] == "true"
 

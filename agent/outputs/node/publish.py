@@ -49,7 +49,6 @@ from agent.report import count_opens
 
 log = logging.getLogger(__name__)
 
-BACKOFF_BASE_S = 5.0
 BACKOFF_CAP_S = 300.0
 FORBIDDEN_WAIT_S = 300.0  # a refusal will not fix itself in seconds: no hot retry
 _REFUSALS = (400, 401, 403, 404, 405, 415, 422)
@@ -276,13 +275,21 @@ class Publisher:
     def _fail(self, mono: float, exc: Optional[ApiError]) -> None:
         self._failures += 1
         self._stale = True  # the Node may have changed meanwhile: re-read before writing
-        delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** min(self._failures - 1, 16))
-        delay *= 0.5 + 0.5 * self.rng()  # jitter, so a fleet does not retry in lockstep
+        # Full jitter (AWS Architecture Blog, "Exponential Backoff And Jitter") over two
+        # heartbeat intervals from the first failure: on average one try per heartbeat, the
+        # rate a healthy agent writes at, so a fleet retrying through an outage, and catching up
+        # after it, stays near its steady load (docs/kubernetes.md "API load of a fleet").
+        delay = 2 * min(BACKOFF_CAP_S, self.kcfg.heartbeat_interval) * self.rng()
         if exc is not None and exc.status == 403:
             delay = max(delay, FORBIDDEN_WAIT_S)
         if exc is not None and exc.retry_after is not None:
             # An absurd Retry-After (1e12) must not silence the publisher: at most one
             # heartbeat interval, after which the Node's heartbeat is stale anyway.
             delay = max(delay, min(exc.retry_after, self.kcfg.heartbeat_interval))
-        self._next_attempt = mono + min(delay, max(BACKOFF_CAP_S, self.kcfg.heartbeat_interval))
+        self._next_attempt = mono + min(delay, retry_ceiling(self.kcfg.heartbeat_interval))
+
+
+def retry_ceiling(heartbeat_interval: float) -> float:
+    """The longest wait after an error: the jitter window, a 403's hold or a Retry-After."""
+    return max(2 * min(BACKOFF_CAP_S, heartbeat_interval), BACKOFF_CAP_S, heartbeat_interval)
 
