@@ -4,6 +4,7 @@ real Prometheus (Debian's binary) scraping them every second with prometheus/rec
 loaded. Also: the dashboards' targets, and Grafana's variables substituted into a query."""
 import json
 import re
+import signal
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
@@ -31,6 +32,9 @@ HOSTS = {
     "nvml-failed": "nvml-responsive-nvml-failed",
 }
 DOWN = "down"  # a target nothing listens on
+# This host's agent is sent SIGHUP with an invalid config once up: it keeps running on the
+# old one and reports gpu_node_agent_config_last_reload_successful 0 (docs/metrics.md).
+BAD_RELOAD = "kubelet-too-old"
 # Grafana's $__rate_interval is max($__interval + scrape interval, 4 x scrape interval)
 # (Grafana docs, Prometheus data source, "$__rate_interval"); a 6-hour dashboard gives an
 # $__interval of tens of seconds. 30 s holds many 1 s scrapes even on a loaded machine.
@@ -110,6 +114,11 @@ class Fleet:
                 agent, port = start_agent(tmp, ["--bundle", str(BUNDLES / bundle)], AGENT_CONFIG,
                                           name=name)
                 self.agents.append(agent)
+                if name == BAD_RELOAD:
+                    (tmp / f"{name}.yaml").write_text(AGENT_CONFIG + "  bogus_key: 1\n")
+                    agent.signal(signal.SIGHUP)
+                    wait_for(lambda a=agent: "config reload failed" in a.text(), 30,
+                             "the refused reload")
                 static.append({"targets": [f"127.0.0.1:{port}"], "labels": {"instance": name}})
             static.append({"targets": [f"127.0.0.1:{free_port()}"], "labels": {"instance": DOWN}})
             self.prom = RulesPrometheus(tmp, [{"job_name": JOB, "static_configs": static}])
@@ -128,7 +137,9 @@ class Fleet:
             recorded = self.prom.query(
                 "count_over_time(instance_path:gpu_node_agent_gate_open:configured"
                 f'{{job="{JOB}"}}[1m]) >= 3')
-            return len(scraped) == want and len(recorded) == len(HOSTS)
+            refused = self.prom.query(
+                f'gpu_node_agent_config_last_reload_successful{{job="{JOB}"}} == 0')
+            return len(scraped) == want and len(recorded) == len(HOSTS) and len(refused) == 1
 
         wait_for(ready, 60, "5 scrapes of every target and the recording rules", 0.5)
 

@@ -5,7 +5,8 @@ fixture hosts' verdicts (`gpu-node-agent check --bundle tests/fixtures/bundles/<
 
 The hosts (instance label: bundle):
 - ready: full-healthy-dra. dra gate open; 8 H100s; driver 580.173.02, toolkit 1.18.0.
-- kubelet-too-old: demo-kubelet-too-old. dra gate closed by kubelet-version alone.
+- kubelet-too-old: demo-kubelet-too-old. dra gate closed by kubelet-version alone; its agent
+  then refuses a SIGHUP reload of an invalid config (config_last_reload_successful 0).
 - xid-79: xid-79-kmsg. XID 79 ("GPU has fallen off the bus") on GPU 7 in the kernel log:
   gpu-xid fails, GPU 7 unhealthy; a bare capture, so most other checks are unknown.
 - gpu-lost: gpu-lost. NVML answers for GPU 3 with GPU_IS_LOST (no UUID): GPU 3 not responding.
@@ -28,6 +29,7 @@ from agent.version import version
 from tests.components import component
 from tests.integration.agentproc import BUNDLES, agent_argv
 from tests.integration.dashboards_env import (
+    BAD_RELOAD,
     DOWN,
     HOSTS,
     JOB,
@@ -105,7 +107,8 @@ def fleet_expectations():
         # GPU 3 has no UUID (the bundle's gpus.json): an empty label is no label.
         ("GPUs not responding to NVML", "A"): {j(instance="gpu-lost", gpu="3"): 0},
         ("Agent problems", "A"): {j(name_="up", instance=DOWN): 0},
-        ("Agent problems", "B"): {},
+        ("Agent problems", "B"): {  # its agent was sent SIGHUP with an invalid config
+            j(name_="gpu_node_agent_config_last_reload_successful", instance=BAD_RELOAD): 0},
         ("Agent problems", "C"): {},
         ("Agent versions", "A"): {lbl(version=version()): len(HOSTS)},
         ("Seconds since the last completed cycle", "A"): {j(instance=h): ANY for h in AGENTS},
@@ -277,6 +280,13 @@ def test_every_panel_target_has_an_expectation():
         assert len(titles) == len(set(titles)), "panel titles are the expectations' keys"
         assert all(p.get("targets") for p in doc["panels"]), "a panel without a query"
         assert all(p["datasource"]["uid"] == "${datasource}" for p in doc["panels"])
+        ids = [p["id"] for p in doc["panels"]]
+        assert len(ids) == len(set(ids)), "panel ids are unique in a dashboard (Grafana)"
+        for p in doc["panels"]:
+            refs = [t["refId"] for t in p["targets"]]
+            assert len(refs) == len(set(refs)), p["title"]
+            assert all(t["datasource"]["uid"] == "${datasource}" for t in p["targets"])
+            assert set(p["gridPos"]) == {"x", "y", "w", "h"} and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
 
 
 def test_recording_rules_with_promtool(tmp_path):
