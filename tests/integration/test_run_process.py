@@ -2,6 +2,7 @@
 line), SIGTERM stops within seconds, the textfile, exit-for-restart when the NVIDIA driver
 appears after start, and a wedged NVML (simulated) that never stalls the endpoint."""
 import base64
+import os
 import shutil
 import signal
 import time
@@ -189,5 +190,63 @@ def test_sighup_applies_a_new_web_config_on_the_same_port(tmp_path):
         wait_for(lambda: "config reload failed" in agent.text(), 10, "the reload error")
         assert http_get(url, headers={"Authorization": token})
         assert refused()
+    finally:
+        agent.stop()
+
+
+def _descendants(pid):
+    """Every process below ``pid`` (from /proc/*/stat's ppid field), with its command line."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parent[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = {}, [pid]
+    while frontier:
+        current = frontier.pop()
+        for child in [p for p, pp in parent.items() if pp == current]:
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as fh:
+                    found[child] = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            frontier.append(child)
+    return found
+
+
+def test_live_run_holds_nvml_in_one_worker_that_also_delivers_xid_events(tmp_path):
+    """A live `run` (kernel log, XID monitor, NVML) on the simulated 8-GPU host whose NVML
+    delivers XID 48 on GPU 2 and XID 94 on GPU 5 (scenarios/xid-events.json): the agent has one
+    NVML child, the worker with --events, and the XIDs reach the metrics through it. (Until the
+    event wait moved into the snapshot worker, `run` had two NVML children.)"""
+    from tests.nvml_sim import simlib
+
+    if not os.access("/dev/kmsg", os.R_OK):
+        pytest.skip("no readable /dev/kmsg: a live run has no XID monitor here")
+    try:
+        built = simlib.build(tmp_path / "nvsim")
+    except simlib.SimUnavailable as exc:
+        pytest.skip(f"simulated NVML unavailable: {exc}")
+    scenario = simlib.write_scenario(simlib.resolve("xid-events.json"), tmp_path / "scn.json")
+    env = simlib.worker_env(built, scenario)
+    env.pop("LD_PRELOAD", None)
+    config = (f"state_dir: {tmp_path / 'state'}\nrun:\n  fast_interval: 1\n"
+              "kube:\n  enabled: false\n")
+    agent, port = start_agent(tmp_path, [], config, env=env)
+    try:
+        def xids():
+            return {(lab.get("gpu"), lab.get("xid")): v for lab, v in
+                    _scrape(port).get("gpu_node_agent_gpu_xid_errors_total", [])}
+
+        wait_for(lambda: xids().get(("2", "48")) == 1 and xids().get(("5", "94")) == 1, 30,
+                 "the NVML XID events in the metrics")
+        children = _descendants(agent.popen.pid)
+        workers = [cmd for cmd in children.values() if "agent.nvml.worker" in cmd]
+        assert len(workers) == 1 and workers[0].rstrip().endswith("--events"), children
+        # Nothing else of the agent's own (a check's command may come and go meanwhile).
+        assert [c for c in children.values() if "-m agent" in c] == workers, children
     finally:
         agent.stop()
