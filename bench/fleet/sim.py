@@ -20,7 +20,7 @@ import random
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from agent.config import Config
 from agent.kube.facts import KubeFacts
@@ -54,7 +54,8 @@ class Agent:
     max_wait: float = 0.0  # the longest backoff wait the publisher set (seconds)
     recovered_at: Optional[float] = None  # first successful publish after the outage
     failing: bool = False
-    gaps: List[float] = field(default_factory=list)  # between attempts while failing
+    draws: List[Tuple[float, float]] = field(default_factory=list)  # (t, jitter drawn)
+    attempts: List[float] = field(default_factory=list)  # cycles that sent a request
 
 
 @dataclass
@@ -106,11 +107,18 @@ class Fleet:
         })
         self.config_sample = cfg
         session = KubeSession(cfg.kube, None, self._clock, http=self.server.session)
-        pub = Publisher(cfg, clock=self._clock, rng=random.Random(seed * 1_000_003 + i).random,
-                        session=session)
+        rng = random.Random(seed * 1_000_003 + i).random
+        draws: List[Tuple[float, float]] = []
+
+        def jitter() -> float:  # the agent's own seeded RNG, each draw kept for the tests
+            value = rng()
+            draws.append((self.now, value))
+            return value
+
+        pub = Publisher(cfg, clock=self._clock, rng=jitter, session=session)
         pub.log_errors = False  # 5,000 agents x an outage of warnings is not a measurement
         facts = KubeFacts(cfg, clock=self._clock, session=session)
-        return Agent(name, token, pub, facts, next_slow=0.0)
+        return Agent(name, token, pub, facts, next_slow=0.0, draws=draws)
 
     def run(self, tl: Timeline) -> None:
         heap = []
@@ -137,6 +145,8 @@ class Fleet:
         before = agent.pub.stats["attempts"]
         result = agent.pub.publish(self.report)
         attempted = agent.pub.stats["attempts"] > before
+        if attempted:
+            agent.attempts.append(t)
         if result.error:
             agent.errors += 1
             wait = agent.pub._next_attempt - (EPOCH + t)
