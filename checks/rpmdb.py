@@ -23,11 +23,13 @@ a progress handler bounds the work, and every header offset is checked against t
 """
 import os
 import shutil
-import sqlite3
 import struct
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, Optional, Tuple
+
+if TYPE_CHECKING:  # sqlite3 (and libsqlite3) load only where an rpm database is read
+    import sqlite3
 
 SQLITE_PATHS = ("/var/lib/rpm/rpmdb.sqlite", "/usr/lib/sysimage/rpm/rpmdb.sqlite")
 BDB_PATH = "/var/lib/rpm/Packages"  # RHEL 8 (BerkeleyDB hash), not parsed
@@ -78,7 +80,9 @@ def header_fields(blob: bytes) -> Dict[int, str]:
     return found
 
 
-def _connect(data: bytes, workdir: Optional[str]) -> sqlite3.Connection:
+def _connect(data: bytes, workdir: Optional[str]) -> "sqlite3.Connection":
+    import sqlite3
+
     if hasattr(sqlite3.Connection, "deserialize"):  # Python 3.11+: never touches a file
         conn = sqlite3.connect(":memory:")
         conn.deserialize(data)  # type: ignore[attr-defined]
@@ -100,7 +104,7 @@ def _connect(data: bytes, workdir: Optional[str]) -> sqlite3.Connection:
     return conn
 
 
-def _rows(conn: sqlite3.Connection) -> Iterator[bytes]:
+def _rows(conn: "sqlite3.Connection") -> Iterator[bytes]:
     kind = conn.execute(
         "SELECT type FROM sqlite_master WHERE name = 'Packages'").fetchone()
     if not kind or kind[0] != "table":
@@ -131,6 +135,8 @@ def installed_versions(data: bytes, packages: Iterable[str]) -> Dict[str, Tuple[
         # and -wal files. Transactions still only in -wal are not seen: rpm checkpoints them
         # into the file when its last connection closes.
         data = data[:18] + b"\x01\x01" + data[20:]
+    import sqlite3
+
     wanted = frozenset(packages)
     workdir = None if hasattr(sqlite3.Connection, "deserialize") else tempfile.mkdtemp(
         prefix="gna-rpmdb-")

@@ -26,11 +26,8 @@ Nothing here raises on a file's content: a problem is returned as a line naming 
 """
 import base64
 import binascii
-import email
-import email.policy
 import zlib
 from dataclasses import dataclass, field
-from email.message import Message
 from typing import Any, Iterable, List, Mapping, Optional, Tuple
 
 from agent.hostview import HostView
@@ -126,6 +123,12 @@ def _mime_parts(text: str) -> Optional[List[str]]:
     multi-part (nodeadm then reads the whole file as a NodeConfig)."""
     if "content-type" not in text[:4096].lower():
         return None
+    # email (and the urllib, calendar, ipaddress it brings) only for MIME user data: a host
+    # without it does not pay for the import at start-up (bench/bench_footprint.py).
+    import email
+    import email.policy
+    from email.message import Message
+
     try:
         msg = email.message_from_string(text, policy=email.policy.compat32)
         if not msg.is_multipart():

@@ -29,7 +29,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
-from agent.kube.credentials import parse_rfc3339
 from agent.outputs.node.condition import (
     desired_condition,
     fatal_faults,
@@ -76,6 +75,10 @@ def _owned(annotations: Mapping[str, str], key: str) -> Dict[str, Any]:
 def _parse_time(value: Any) -> Optional[float]:
     if not isinstance(value, str):
         return None
+    # Here, not at the top: agent.kube.credentials brings ssl, which `check --bundle` (a plan
+    # against the captured Node, no API) need not load.
+    from agent.kube.credentials import parse_rfc3339
+
     try:
         return parse_rfc3339(value)
     except (OverflowError, OSError, ValueError):  # a year 1 or 9999 stamp from someone else

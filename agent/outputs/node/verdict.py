@@ -1,16 +1,17 @@
 """What `gpu-node-agent check` shows (and, with --apply, writes) about this host's Node."""
 
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from agent.kube.session import KubeSession
 from agent.outputs.node import reconcile
-from agent.outputs.node.publish import Publisher
 from agent.outputs.node.result import PublishResult
+
+if TYPE_CHECKING:  # the live path only: `check --bundle` does not import the API client
+    from agent.kube.session import KubeSession
 
 
 def check_verdict(
-    config: Any, report: Any, session: Optional[KubeSession] = None,
+    config: Any, report: Any, session: Optional["KubeSession"] = None,
     node: Any = None, apply: bool = False,
 ) -> PublishResult:
     """What `gpu-node-agent check` shows (and, with --apply, writes) for this Report.
@@ -22,6 +23,8 @@ def check_verdict(
     captured); the command line reads it from its Host.
     """
     if session is not None:
+        from agent.outputs.node.publish import Publisher
+
         pub = Publisher(config, dry_run=not apply, session=session)
         pub.log_errors = False
         try:
