@@ -273,3 +273,37 @@ def test_the_node_double_refuses_annotations_over_256_kib_like_the_server():
     full = dict(ours, **{"other.example.com/blob": "x" * (256 * 1024 - 30)})
     assert _validate_meta({"annotations": full}) == [
         ("metadata.annotations", "Too long: must have at most 262144 bytes")]
+
+
+def test_gpu_count_names_gpus_only_when_they_explain_the_counts(tmp_path):
+    from tests.checks.gpu_support import results
+
+    # a GPU NVML lists as lost (gpu_lost, GPU 3 of the gpu family's bundle): named by index
+    _, checks, _ = results("gpu-lost")
+    assert checks["gpu-count"]["details"]["gpus_at_fault"] == [{"index": 3}]
+    cfg = tmp_path / "agent.yaml"
+    # expected_gpus 16 on 8 GPUs: no GPU explains the other 8, so nothing is named
+    cfg.write_text("expected_gpus: 16\n")
+    _, checks, _ = results("gpu-h100-snapshot-only", config=cfg)
+    assert checks["gpu-count"]["status"] == "fail"
+    assert "gpus_at_fault" not in checks["gpu-count"]["details"]
+    # the missing GPU explains 8 expected; 7 expected while PCI shows 8 is not explained
+    for expected, named in ((8, [{"pci_bus_id": SLOT_DB}]), (7, None)):
+        cfg.write_text(f"expected_gpus: {expected}\n")
+        rep = _report_with(MISSING, cfg)
+        assert rep.result("gpu-count").details.get("gpus_at_fault") == named
+        assert rep.gate.open is (named is not None)
+
+
+def _report_with(bundle, cfg_path):
+    """As _report with min_healthy_gpus 7 and the config file's other settings."""
+    import yaml
+
+    data = yaml.safe_load(cfg_path.read_text())
+    data["policy"] = {"health": {"min_healthy_gpus": 7}}
+    cfg = Config.model_validate(data)
+    policy = resolve_policy(cfg, None, "device-plugin")
+    with open_host(bundle=bundle) as host:
+        results = Engine(CHECKS).run(host, policy)
+        return build_report(results, "device-plugin", False, "h", 0.0, "t",
+                            gpus=host.gpus_if_fetched(), min_healthy_gpus=min_healthy_of(policy))
