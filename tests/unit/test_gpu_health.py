@@ -307,3 +307,27 @@ def _report_with(bundle, cfg_path):
         results = Engine(CHECKS).run(host, policy)
         return build_report(results, "device-plugin", False, "h", 0.0, "t",
                             gpus=host.gpus_if_fetched(), min_healthy_gpus=min_healthy_of(policy))
+
+
+def test_findings_name_a_gpu_only_when_every_finding_of_the_status_has_one():
+    from checks.gpu.common import Findings, each_field
+
+    snap = {"gpus": [{"index": i, "uuid": _uuid(i), "pci_bus_id": f"00000000:{i + 16:02X}:00.0",
+                      "ecc": {"x": i}} for i in range(3)]}
+    f = Findings()
+    for gpu, _ in each_field(snap, "ecc", f):
+        if gpu["index"] == 1:
+            f.fail("code", "GPU 1 bad")
+        f.warn("warn-code", f"GPU {gpu['index']} meh")
+    out = f.outcome("ok", "ECC")
+    assert out.status == Status.FAIL
+    assert out.details["gpus_at_fault"] == [
+        {"index": 1, "uuid": _uuid(1), "pci_bus_id": "00000000:11:00.0"}]
+    # a finding after the loop names no GPU: the whole verdict is then not attributed
+    f.fail("code", "a host-wide finding")
+    assert "gpus_at_fault" not in f.outcome("ok", "ECC").details
+    # warnings: every one names its GPU
+    w = Findings()
+    for gpu, _ in each_field(snap, "ecc", w):
+        w.warn("warn-code", f"GPU {gpu['index']} meh")
+    assert [r["index"] for r in w.outcome("ok", "ECC").details["gpus_at_fault"]] == [0, 1, 2]
