@@ -40,6 +40,26 @@ BAD_RELOAD = "kubelet-too-old"
 # $__interval of tens of seconds. 30 s holds many 1 s scrapes even on a loaded machine.
 RATE_INTERVAL = "30s"
 AGENT_CONFIG = "run:\n  fast_interval: 5\n  slow_interval: 10\n"
+# One more host with a real NVML worker over the simulated libnvidia-ml (tests/nvml_sim),
+# scenario hang-handle.json (every handle call blocks 60 s, a wedged driver): each request
+# passes its 1 s deadline, the worker is killed and started again, so nvml_up is 0 and the
+# timeout and respawn counters climb while Prometheus watches.
+WEDGED = "nvml-wedged"
+WEDGED_ROOT = BUNDLES / "host-foundation-only" / "root"
+WEDGED_CONFIG = AGENT_CONFIG + "gpu:\n  nvml_deadline_s: 1\n  nvml_first_deadline_s: 2\n"
+AGENTS = sorted([*HOSTS, WEDGED])
+
+
+def wedged_env(tmp: Path) -> Dict[str, str]:
+    """The environment that points the NVML worker at the simulated library in its
+    hang-handle scenario; raises simlib.SimUnavailable when it cannot be built."""
+    from tests.nvml_sim import simlib
+
+    built = simlib.build(tmp / "nvsim")
+    scenario = simlib.write_scenario(simlib.resolve("hang-handle.json"), tmp / "hang.json")
+    env: Dict[str, str] = simlib.worker_env(built, scenario)
+    env.pop("LD_PRELOAD", None)
+    return env
 
 
 def targets(board: str) -> Iterator[Tuple[str, str, str]]:
@@ -105,7 +125,8 @@ class RulesPrometheus:
 class Fleet:
     """The agents and Prometheus; stop() ends every process this started."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, env: Dict[str, str]) -> None:
+        """``env``: wedged_env()'s."""
         self.agents: List[Proc] = []
         self.prom: Any = None
         try:
@@ -120,6 +141,10 @@ class Fleet:
                     wait_for(lambda a=agent: "config reload failed" in a.text(), 30,
                              "the refused reload")
                 static.append({"targets": [f"127.0.0.1:{port}"], "labels": {"instance": name}})
+            agent, port = start_agent(tmp, ["--host-root", str(WEDGED_ROOT), "--nvml"],
+                                      WEDGED_CONFIG, env=env, name=WEDGED)
+            self.agents.append(agent)
+            static.append({"targets": [f"127.0.0.1:{port}"], "labels": {"instance": WEDGED}})
             static.append({"targets": [f"127.0.0.1:{free_port()}"], "labels": {"instance": DOWN}})
             self.prom = RulesPrometheus(tmp, [{"job_name": JOB, "static_configs": static}])
             self._settle()
@@ -128,9 +153,10 @@ class Fleet:
             raise
 
     def _settle(self) -> None:
-        """Until every target has been scraped 5 times and the rules have been evaluated 3
-        times over every agent's series (a rate needs two samples in its window)."""
-        want = len(HOSTS) + 1
+        """Until every target has been scraped 5 times, the rules have been evaluated 3
+        times over every agent's series (a rate needs two samples in its window), the refused
+        reload is served and the wedged host's NVML counters have risen under Prometheus."""
+        want = len(AGENTS) + 1
 
         def ready() -> bool:
             scraped = self.prom.query(f'count_over_time(up{{job="{JOB}"}}[1m]) >= 5')
@@ -139,7 +165,10 @@ class Fleet:
                 f'{{job="{JOB}"}}[1m]) >= 3')
             refused = self.prom.query(
                 f'gpu_node_agent_config_last_reload_successful{{job="{JOB}"}} == 0')
-            return len(scraped) == want and len(recorded) == len(HOSTS) and len(refused) == 1
+            climbed = [self.prom.query(f'increase(gpu_node_agent_nvml_{c}{{job="{JOB}"}}[1h]) > 0')
+                       for c in ("timeouts_total", "worker_respawns_total")]
+            return (len(scraped) == want and len(recorded) == len(AGENTS) and len(refused) == 1
+                    and all(len(c) == 1 for c in climbed))
 
         wait_for(ready, 60, "5 scrapes of every target and the recording rules", 0.5)
 

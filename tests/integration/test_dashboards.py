@@ -11,6 +11,9 @@ The hosts (instance label: bundle):
   gpu-xid fails, GPU 7 unhealthy; a bare capture, so most other checks are unknown.
 - gpu-lost: gpu-lost. NVML answers for GPU 3 with GPU_IS_LOST (no UUID): GPU 3 not responding.
 - nvml-failed: nvml-responsive-nvml-failed. The snapshot is an NVML error: nvml_up 0.
+- nvml-wedged: host-foundation-only's tree with the real NVML worker over the simulated
+  library, every call hanging (hang-handle.json): nvml_up 0, NVML timeouts and worker respawns
+  rising; no GPU listed.
 - down: a target nothing listens on (up 0).
 
 A padded query (`or vector(0)` and the like) is refused by text and by behaviour: every query
@@ -29,15 +32,20 @@ from agent.version import version
 from tests.components import component
 from tests.integration.agentproc import BUNDLES, agent_argv
 from tests.integration.dashboards_env import (
+    AGENTS,
     BAD_RELOAD,
     DOWN,
     HOSTS,
     JOB,
     PROM_DIR,
+    WEDGED,
+    WEDGED_CONFIG,
+    WEDGED_ROOT,
     Fleet,
     label_sets,
     substitute,
     targets,
+    wedged_env,
 )
 
 pytestmark = pytest.mark.integration
@@ -52,6 +60,8 @@ BLOCKING = {
     "gpu-lost": ["driver-loaded", "gpu-count", "toolkit-version", "containerd-cdi",
                  "kubelet-version", "time-sync", "gpu-xid"],
     "nvml-failed": ["driver-loaded", "nvml-responsive", "toolkit-version", "containerd-cdi",
+                    "kubelet-version", "time-sync", "gpu-xid"],
+    "nvml-wedged": ["driver-loaded", "nvml-responsive", "toolkit-version", "containerd-cdi",
                     "kubelet-version", "time-sync", "gpu-xid"],
 }
 # Checks whose status is warn/fail/unknown, with their severity (checks/registry.py), per host.
@@ -71,7 +81,6 @@ NOT_PASSING = {
                  ("containerd-cdi", C, "unknown"), ("kubelet-version", C, "unknown"),
                  ("time-sync", C, "unknown"), ("gpu-xid", C, "unknown")],
 }
-AGENTS = sorted(HOSTS)
 
 
 def lbl(**kw):
@@ -93,7 +102,7 @@ def fleet_expectations():
             counts[c] = counts.get(c, 0) + 1
     return {
         ("Nodes by gate state", "A"): {lbl(path="dra", state="open"): 1,
-                                       lbl(path="dra", state="closed"): 4},
+                                       lbl(path="dra", state="closed"): 5},
         ("Closed nodes by blocking check", "A"): {lbl(check=c): n for c, n in counts.items()},
         ("Closed nodes and their blocking checks", "A"): {
             j(name_="instance_check:gpu_node_agent_check_blocking:max", instance=h, check=c): 1
@@ -110,15 +119,16 @@ def fleet_expectations():
         ("Agent problems", "B"): {  # its agent was sent SIGHUP with an invalid config
             j(name_="gpu_node_agent_config_last_reload_successful", instance=BAD_RELOAD): 0},
         ("Agent problems", "C"): {},
-        ("Agent versions", "A"): {lbl(version=version()): len(HOSTS)},
+        ("Agent versions", "A"): {lbl(version=version()): 6},
         ("Seconds since the last completed cycle", "A"): {j(instance=h): ANY for h in AGENTS},
         ("Check cycle duration", "A"): {
             j(name_="gpu_node_agent_cycle_duration_seconds", instance=h): ANY for h in AGENTS},
         ("NVML worker trouble", "A"): {
-            j(name_="gpu_node_agent_nvml_up", instance="nvml-failed"): 0},
-        ("NVML worker trouble", "B"): {},
-        ("NVML worker trouble", "C"): {},
-        ("NVML worker trouble", "D"): {},
+            j(name_="gpu_node_agent_nvml_up", instance="nvml-failed"): 0,
+            j(name_="gpu_node_agent_nvml_up", instance=WEDGED): 0},
+        ("NVML worker trouble", "B"): {},  # the simulated hang is killable: nothing stuck
+        ("NVML worker trouble", "C"): {j(instance=WEDGED): ANY},
+        ("NVML worker trouble", "D"): {j(instance=WEDGED): ANY},
     }
 
 
@@ -182,9 +192,19 @@ NODE_HOSTS = ("ready", "xid-79", "gpu-lost")
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
+def wedged(tmp_path_factory):
+    from tests.nvml_sim import simlib
+
+    try:
+        return wedged_env(tmp_path_factory.mktemp("nvsim"))
+    except simlib.SimUnavailable as exc:
+        pytest.skip(f"simulated NVML unavailable: {exc}")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory, wedged):
     component("prometheus")
-    f = Fleet(tmp_path_factory.mktemp("dashboards"))
+    f = Fleet(tmp_path_factory.mktemp("dashboards"), wedged)
     yield f
     f.stop()
 
@@ -231,16 +251,20 @@ def test_every_query_is_empty_for_a_job_that_does_not_exist(fleet):
     assert fleet.prom.query(padded) != []
 
 
-def test_blocking_checks_are_the_agents_own(tmp_path):
-    """BLOCKING (written above) is what the agent's JSON output says for each bundle."""
+def test_blocking_checks_are_the_agents_own(tmp_path, wedged):
+    """BLOCKING (written above) is what the agent's JSON output says for each host."""
     cfg = tmp_path / "config.yaml"
-    cfg.write_text("{}\n")
+    cfg.write_text(WEDGED_CONFIG)
     for host, want in BLOCKING.items():
-        res = subprocess.run(agent_argv() + ["check", "--config", str(cfg), "--bundle",
-                                             str(BUNDLES / HOSTS[host]), "--format", "json"],
-                             capture_output=True, text=True, timeout=120)
-        doc = json.loads(res.stdout)
-        assert doc["gate"]["blocking"] == want, host
+        # `check` has no NVML worker: on the wedged host's tree nvml-responsive closes the
+        # gate for want of an answer, as under the hanging NVML `run` sees.
+        where = (["--host-root", str(WEDGED_ROOT)] if host == WEDGED
+                 else ["--bundle", str(BUNDLES / HOSTS[host])])
+        res = subprocess.run(agent_argv() + ["check", "--config", str(cfg), *where,
+                                             "--format", "json"],
+                             capture_output=True, text=True, timeout=120, env=wedged)
+        assert res.stdout.startswith("{"), (host, res.returncode, res.stderr[-2000:])
+        assert json.loads(res.stdout)["gate"]["blocking"] == want, host
 
 
 # -- no Prometheus needed ----------------------------------------------------------------------
