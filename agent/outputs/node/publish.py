@@ -14,10 +14,10 @@ The verdict is two writes that never wait on each other: the Node object (labels
 annotations, a cordon) and its status (the condition). A refusal of one (403, 422, ...) is
 reported with the server's reason, held for FORBIDDEN_WAIT_S, and the other is still written.
 A failed read writes nothing, so an outage never flips a label or the condition to healthy.
-Transient errors (unreachable, 5xx, 429, a 2xx that is not a Node) back off exponentially
-with jitter; Retry-After is honoured up to the heartbeat interval; 409 re-reads and re-applies
-once. Intervals, backoff and rate limits run on the monotonic clock; the wall clock is read
-only for the timestamps written to the Node.
+Transient errors (unreachable, 5xx, 429, a 2xx that is not a Node) wait a random time up
+to two heartbeat intervals (full jitter); Retry-After is honoured up to the heartbeat
+interval; 409 re-reads and re-applies once. Intervals, backoff and rate limits run on the
+monotonic clock; the wall clock is read only for the timestamps written to the Node.
 
 Each verdict transition is also an Event (agent/outputs/node/events.py); a failed read is
 explained in one line (agent/outputs/node/hints.py); the NFD feature file is written beside
