@@ -80,7 +80,8 @@ def test_seven_of_eight_keeps_the_node_healthy_and_names_gpu_5(api, tmp_path):
     assert CORDONED not in node["metadata"]["annotations"]
     assert not node.get("spec", {}).get("unschedulable")
     cond = next(c for c in node["status"]["conditions"] if c["type"] == "GPUReady")
-    assert cond["status"] == "True"
+    assert cond["status"] == "True" and cond["reason"] == "GateOpen"
+    assert cond["message"].endswith(f"7 of 8 GPUs healthy (min_healthy_gpus 7); unhealthy: {GPU5}")
 
 
 def test_the_default_closes_the_gate_and_cordons(api, tmp_path):

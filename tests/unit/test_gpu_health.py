@@ -75,7 +75,9 @@ def test_seven_keeps_the_gate_open_with_the_annotation_naming_gpu_5():
     p = plan(rep, _node(), kube_config().kube, 3, 1.0e9)
     assert p.node_patch["metadata"]["annotations"][ANN] == GPU5
     assert p.labels[HEALTH] == "true"
-    assert p.condition["status"] == "True"
+    assert p.condition["status"] == "True" and p.condition["reason"] == "GateOpen"
+    assert p.condition["message"] == (
+        f"gate device-plugin open: 7 of 8 GPUs healthy (min_healthy_gpus 7); unhealthy: {GPU5}")
 
 
 def test_the_json_says_which_gpu_fails_which_check():
@@ -331,3 +333,12 @@ def test_findings_name_a_gpu_only_when_every_finding_of_the_status_has_one():
     for gpu, _ in each_field(snap, "ecc", w):
         w.warn("warn-code", f"GPU {gpu['index']} meh")
     assert [r["index"] for r in w.outcome("ok", "ECC").details["gpus_at_fault"]] == [0, 1, 2]
+
+
+def test_the_condition_message_stays_within_200_characters():
+    n = 20
+    rep = build_report(_results_naming(*[("gpu-ecc", i) for i in range(5)]), "device-plugin",
+                       False, "h", 0.0, "t", gpus=_snap(n), min_healthy_gpus=10)
+    msg = plan(rep, _node(), kube_config().kube, 0, 1.0e9).condition["message"]
+    assert len(msg) == 200 and msg.endswith("...")
+    assert msg.startswith("gate device-plugin open: 15 of 20 GPUs healthy (min_healthy_gpus 10)")

@@ -86,6 +86,14 @@ def unhealthy_gpus_value(report: Any) -> Optional[str]:
 
 def desired_condition(report: Any, ctype: str) -> Dict[str, str]:
     gate = report.gate
+    health = getattr(report, "health", None)
+    if gate.open and health is not None and health.tolerates_on(report.path):
+        # open with GPUs down (health.min_healthy_gpus): say so, the annotation lists them
+        names = ", ".join(sorted(_one_line(g.name) for g in health.unhealthy))
+        message = (f"gate {report.path} open: {health.healthy_count} of {len(health.gpus)} "
+                   f"GPUs healthy (min_healthy_gpus {health.required}); unhealthy: {names}")
+        cut = message if len(message) <= MESSAGE_LIMIT else message[: MESSAGE_LIMIT - 3] + "..."
+        return {"type": ctype, "status": "True", "reason": REASON_OPEN, "message": cut}
     if gate.open:
         return {
             "type": ctype,
