@@ -101,6 +101,15 @@ def render_text(report: Report, colour: bool = False) -> str:
         lines.append(f"  {label} {r.id:<{width}}  {r.summary}")
         if r.status in NEEDS_FIX and r.remediation:
             lines.append(f"  {'':<7} {'':<{width}}  fix: {r.remediation}")
+    health = report.health
+    if health is not None and health.unhealthy:  # which GPU fails which check, one line
+        bad = "; ".join(
+            (f"GPU {g.index} ({g.name})" if g.index is not None else f"GPU {g.name}")
+            + f": {', '.join(g.failing)}" for g in health.unhealthy)
+        kept = (f" (min_healthy_gpus {health.required}: the gate tolerates them)"
+                if health.tolerates_on(report.path) else "")
+        lines.append(f"gpus: {health.healthy_count} of {len(health.gpus)} healthy{kept}; "
+                     f"unhealthy: {bad}")
     gate = report.gate
     verdict = "OPEN" if gate.open else "CLOSED"
     if colour:

@@ -342,3 +342,16 @@ def test_the_condition_message_stays_within_200_characters():
     msg = plan(rep, _node(), kube_config().kube, 0, 1.0e9).condition["message"]
     assert len(msg) == 200 and msg.endswith("...")
     assert msg.startswith("gate device-plugin open: 15 of 20 GPUs healthy (min_healthy_gpus 10)")
+
+
+def test_the_text_output_names_the_unhealthy_gpu_before_the_gate_line():
+    from agent.outputs.render import render_text
+
+    lines = render_text(_report(FATAL, minimum=7)).splitlines()
+    assert lines[-1] == "gate device-plugin: OPEN"
+    assert lines[-2] == (f"gpus: 7 of 8 healthy (min_healthy_gpus 7: the gate tolerates them); "
+                         f"unhealthy: GPU 5 ({GPU5}): gpu-xid")
+    lines = render_text(_report(MISSING)).splitlines()
+    assert lines[-2] == f"gpus: 7 of 8 healthy; unhealthy: GPU {SLOT_DB}: gpu-count"
+    healthy = build_report([], "device-plugin", False, "h", 0.0, "t", gpus=_snap(8))
+    assert not any(ln.startswith("gpus:") for ln in render_text(healthy).splitlines())
