@@ -15,7 +15,9 @@ from agent.daemon.inputs import Source
 from agent.daemon.sdnotify import Notifier
 from agent.daemon.service import Daemon, Generation
 from agent.logs import setup
+from agent.model import ALL_PATHS, CheckResult, Severity, Status
 from agent.outputs.node.publish import Publisher
+from agent.report import build_report
 from checks.gpu.gpu_count import GPU_COUNT
 from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.xid.gpu_xid import GPU_XID
@@ -100,3 +102,30 @@ def test_the_default_closes_the_gate_and_cordons(api, tmp_path):
     assert node["spec"]["unschedulable"] is True
     cond = next(c for c in node["status"]["conditions"] if c["type"] == "GPUReady")
     assert cond["status"] == "False" and cond["reason"] == "CheckFailed"
+
+
+def test_the_double_merges_the_annotation_in_and_out_like_the_server(api):
+    """JSON merge patch (RFC 7386) of metadata.annotations: the value set, then null removes
+    it; nothing else on the Node is touched."""
+    double, kc = api
+    double.nodes[NODE]["metadata"].setdefault("annotations", {})["other.example.com/a"] = "kept"
+    config = Config.model_validate({"kube": {"kubeconfig": kc, "node_name": NODE,
+                                             "request_timeout": 2}})
+    snap = {"gpus": [{"index": i, "uuid": f"GPU-{i}", "pci_bus_id": f"00000000:{i + 16:02X}:00.0"}
+                     for i in range(8)]}
+    sick = [CheckResult(id="gpu-xid", title="x", severity=Severity.CRITICAL, status=Status.FAIL,
+                        summary="XID 48", remediation="-", gates=ALL_PATHS, duration_s=0.0,
+                        details={"gpus_at_fault": [{"index": 5, "uuid": "GPU-5"}]})]
+    pub = Publisher(config)
+    try:
+        for results, want in ((sick, "GPU-5"), ([], None)):
+            rep = build_report(results, "device-plugin", False, "h", 0.0, "t", gpus=snap,
+                               min_healthy_gpus=7)
+            assert pub.publish(rep).error is None
+            annotations = double.nodes[NODE]["metadata"]["annotations"]
+            assert annotations.get(ANN) == want
+            assert annotations["other.example.com/a"] == "kept"
+    finally:
+        pub.close()
+    patches = [e for e in double.log if e["method"] == "PATCH" and not e["path"].endswith("/status")]
+    assert len(patches) >= 2 and all(e.get("status") == 200 for e in patches)
