@@ -121,7 +121,9 @@ class Rig:
         self.seq += 1
         if via == "nvml":
             written = time.time()
-            pci = f"00000000:{n % 64 + 1:02X}:00.0"
+            # buses 0x80-0xbf: never a kernel-log injection's (1-64), so the monitor's
+            # cross-source de-duplication (agent/xid/events.py Deduper) never merges them
+            pci = f"00000000:{n % 64 + 0x80:02X}:00.0"
             self.monitor.on_nvml_message({"event": "xid", "code": 13, "index": 0,
                                           "uuid": None, "pci_bus_id": pci})
             return written
@@ -161,8 +163,27 @@ def pct(values: List[float], q: float) -> float:
     return s[max(0, math.ceil(q * len(s)) - 1)]
 
 
+def measure_burst(rig: Rig, n: int) -> Tuple[int, int, float]:
+    """``n`` kernel-log records in one write, then 3 s: (XIDs counted, event-driven
+    evaluations started meanwhile, seconds over which they started)."""
+    counted = sum(rig.monitor.counter.counts().values())
+    evals = rig.daemon.events.evaluations
+    first = time.monotonic()
+    recs = []
+    for i in range(n):
+        rig.seq += 1
+        recs.append(f"3,{rig.seq},{int(time.monotonic() * 1e6)},-;{XID13.format(bus=i % 64 + 1)}\n")
+    data = "".join(recs).encode()
+    while data:  # a pipe takes 64 KiB at a time; the watcher drains it meanwhile
+        data = data[os.write(rig.wfd, data):]
+    time.sleep(3.0)
+    return (sum(rig.monitor.counter.counts().values()) - counted,
+            rig.daemon.events.evaluations - evals, time.monotonic() - first)
+
+
 def run_mode(event_driven: bool, fast: float, plan: List[Tuple[str, int]],
-             spacing: Tuple[float, float], limit_s: float, seed: int) -> Dict[str, Any]:
+             spacing: Tuple[float, float], limit_s: float, seed: int,
+             burst: int = 0) -> Dict[str, Any]:
     rig = Rig(event_driven, fast)
     out: Dict[str, Any] = {}
     try:
@@ -172,6 +193,8 @@ def run_mode(event_driven: bool, fast: float, plan: List[Tuple[str, int]],
             rng = random.Random(seed)
             for via, count in plan:
                 out[via] = measure(rig, via, count, spacing, limit_s, rng)
+            if burst:
+                out["burst"] = measure_burst(rig, burst)
             out["stats"] = (rig.daemon.events.notices, rig.daemon.events.evaluations,
                             rig.daemon.events.covered)
     finally:
@@ -193,12 +216,14 @@ def main() -> int:
     ap.add_argument("--off", type=int, default=50, help="kernel-log injections, events off")
     ap.add_argument("--off-interval", type=float, default=2.0,
                     help="run.fast_interval of the off run (s); figures also scaled to 60 s")
+    ap.add_argument("--burst", type=int, default=1000,
+                    help="kernel-log records written at once, events on (coalescing)")
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     started = time.monotonic()
     on = run_mode(True, DEFAULT_FAST_S, [("kmsg", args.on), ("nvml", args.nvml)],
-                  (1.05, 1.5), 10.0, args.seed)
+                  (1.05, 1.5), 10.0, args.seed, args.burst)
     off_iv = args.off_interval
     off = run_mode(False, off_iv, [("kmsg", args.off)],
                    (off_iv * 1.1, off_iv * 1.5), off_iv * 3 + 5, args.seed)
@@ -214,6 +239,10 @@ def main() -> int:
     print(f"events on: {notices} notices, {evaluations} event-driven evaluations, "
           f"{covered} covered by a scheduled cycle; bench wall time "
           f"{time.monotonic() - started:.0f} s")
+    if args.burst:
+        xids, evals, span = on["burst"]
+        print(f"burst: {args.burst} records in one write -> {xids} XIDs counted, {evals} "
+              f"event-driven evaluations within {span:.1f} s (rate limit: 1 per second)")
     p99 = pct(on["kmsg"][0], 0.99) if on["kmsg"][0] else float("inf")
     print(f"target p99 <= 2 s (events on, kernel log): {'met' if p99 <= 2.0 else 'NOT met'}")
     return 0

@@ -130,7 +130,7 @@ class KernelLogWatch:
             if not ready:
                 continue
             mask = ready[0][1]
-            if mask & select.POLLNVAL:  # the descriptor was closed: the monitor stopped
+            if mask & select.POLLNVAL or self.stopping():  # closed at stop: nothing to drain
                 return
             try:
                 self.drain()
