@@ -31,6 +31,8 @@ class Channel:
         self.sink = sink
         self.stats = stats  # the client's event counters (events, errors, gpu_lost)
         self.last_error: Optional[Dict[str, Any]] = None
+        self.maintenance = False  # the worker left because the maintenance flag appeared
+        self.ended = threading.Event()  # every line read and routed (EOF or stop())
         self._stdout = stdout
         self._wake_r, self._wake_w = os.pipe()
         self._stopped = False
@@ -67,6 +69,7 @@ class Channel:
                 for line in lines:
                     self._route(line)
         finally:
+            self.ended.set()
             self.replies.put(EOF)
             with contextlib.suppress(OSError):
                 self._stdout.close()
@@ -85,6 +88,8 @@ class Channel:
         kind = message.get("event")
         if kind == "xid":
             self.stats["events"] += 1
+        elif kind == "maintenance":
+            self.maintenance = True
         elif kind == "error":
             self.stats["errors"] += 1
             self.stats["gpu_lost"] += message.get("kind") == "gpu_lost"

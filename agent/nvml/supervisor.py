@@ -167,6 +167,13 @@ class WorkerSupervisor:
             return reply
 
     def _crashed(self, proc: "subprocess.Popen[bytes]") -> Dict[str, str]:
+        channel = self._channel if self._channel_of is proc else None
+        if channel is not None:  # the worker is gone or going: its last lines routed first
+            channel.ended.wait(REAP_WAIT_S)  # (a failed write can come before its EOF is read)
+        if channel is not None and channel.maintenance:
+            self._release(proc)  # it saw the flag file and left on purpose: not a crash
+            return {"kind": "maintenance", "message": (
+                "NVML released for maintenance: the worker saw the flag file")}
         self.stats["worker_crashes"] += 1
         tail = stderr_tail(self._stderr)
         rc = proc.poll()

@@ -163,8 +163,8 @@ def answer(worker: Worker, raw: bytes) -> bool:
         return False
     worker.send(reply)
     snap = reply.get("snapshot")
-    if isinstance(snap, dict) and snap.get("error") is None:
-        worker.arm_events()  # after the reply: its latency is the snapshot's alone
+    if req.get("op") == "events" or (isinstance(snap, dict) and snap.get("error") is None):
+        worker.arm_events()  # after the reply: its latency is the request's alone
     return True
 
 

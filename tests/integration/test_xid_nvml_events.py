@@ -255,3 +255,15 @@ def test_maintenance_api_ends_the_one_worker(nvml_sim):  # noqa: F811
     assert workers_using(nvml_sim.scenario_path) == []
     client.maintenance(False)
     assert client.snapshot()["error"] is None and client.stats["spawns"] == 2
+
+
+def test_events_asked_of_a_running_worker_arm_in_it(nvml_sim):  # noqa: F811
+    nvml_sim.use("xid-events.json")
+    client = nvml_sim.client()
+    first = client.snapshot()  # a worker without events (as `check` has)
+    assert first["error"] is None and client.event_stats["events"] == 0
+    seen = Seen()
+    client.watch_xid(seen)  # the same worker registers its event set
+    wait_until(lambda: client.event_stats["events"] >= 2, "the scenario's events")
+    assert [m["code"] for m in seen.of("xid")] == [48, 94]
+    assert client.worker_pid == first["worker"]["pid"] and client.stats["spawns"] == 1
