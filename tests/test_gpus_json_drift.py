@@ -98,8 +98,9 @@ DERIVED.update({p.parent.name: "gpu-h100-snapshot-only" for p in BUNDLES.glob("*
                 if p.parent.name.startswith("gpu-workload-")})
 # Bundles whose snapshot is hand-written, not the worker's: xid-* (families/xid.py) and
 # their copies gpu-xid-*; nvml-responsive-* (gpu-nvml-timeout's with the top-level error
-# replaced, tests/fixtures/PROVENANCE.md).
-HAND_WRITTEN_PREFIX = ("xid-", "gpu-xid-", "nvml-responsive-")
+# replaced, tests/fixtures/PROVENANCE.md); health-* (families/gpu_health.py: families/xid.py's
+# snapshot, one GPU dropped in health-one-missing-from-nvml).
+HAND_WRITTEN_PREFIX = ("xid-", "gpu-xid-", "nvml-responsive-", "health-")
 
 
 @pytest.fixture(scope="module")
