@@ -262,3 +262,44 @@ def test_publisher_and_nfd_output_count_only_scheduled_opens(tmp_path):
         pub.publish(rep)
         nfd.publish(rep)
         assert (pub.opens, nfd.opens) == (expected, expected), (trigger, open_)
+
+
+def test_a_new_sticky_fault_becomes_an_event_or_with_events_off_the_fast_cycle_now():
+    on = _daemon([_check("gpu-xid", Interval.FAST, True)], _Monitor())
+    off = _daemon([_check("gpu-xid", Interval.FAST, True)], _Monitor(), event_driven=False)
+    try:
+        assert on._urgent_due(700.0) == 700.0 and on.events.pending()  # schedule kept
+        assert off._urgent_due(700.0) == 0.0 and not off.events.pending()  # as before
+    finally:
+        on.server.stop()
+        off.server.stop()
+
+
+def test_the_monitor_calls_on_event_for_each_xid_counted_and_a_failed_event_wait(tmp_path):
+    from agent.cli import resolve_policy
+    from agent.xid.monitor import XidMonitor
+    from agent.xid.state import StateStore
+
+    config = Config.model_validate({"state_dir": str(tmp_path)})
+    policy = resolve_policy(config, None, "dra").policy.xid
+    monitor = XidMonitor(StateStore(str(tmp_path), "boot"), policy, source=None)
+    calls: List[str] = []
+    monitor.on_event = lambda: calls.append("event")
+    xid = {"event": "xid", "code": 13, "index": 0, "uuid": "GPU-0",
+           "pci_bus_id": "00000000:9B:00.0", "mono_us": 10_000_000}
+    monitor.on_nvml_message(xid)
+    assert calls == ["event"]
+    # the kernel log's report of the same XID within the dedupe window is not a new one
+    monitor._accept(monitor.gpus.resolve(_kmsg_event(13, "0000:9b:00", 10_000_100)))
+    assert calls == ["event"]
+    monitor.on_nvml_message({"event": "error", "kind": "gpu_lost", "nvml_code": 15,
+                             "message": "GPU is lost"})
+    assert calls == ["event", "event"]
+    monitor.on_nvml_message({"event": "ready", "gpus": 8})
+    assert len(calls) == 2
+
+
+def _kmsg_event(code: int, pci: str, mono_us: int) -> Any:
+    from agent.xid.events import XidEvent
+
+    return XidEvent(code=code, pci=pci, source="kmsg", mono_us=mono_us, message="NVRM: Xid")
