@@ -8,6 +8,14 @@ XID monitor, NVML worker) with the Node outputs off and its state directory in a
 waits for the first full run, lists the agent's process tree and stops it with SIGTERM.
 Needs gcc and nvml.h (the test extras) and a readable /dev/kmsg (else the XID monitor, and
 with it the XID event wait, is off: the script says so).
+
+    .venv-3.13/bin/python bench/bench_nvml_processes.py --latency
+
+The one worker's costs of waiting for XID events, on the same simulated host: its CPU while
+idle (from /proc/PID/task/*/schedstat, nanoseconds on CPU, over 10 s), and the median
+snapshot round trip of 15 requests in three set-ups measured in the same run: no event wait
+(as `check` runs it), event waits with the agent's nudge (agent/nvml/process.py
+NUDGE_SIGNAL), and event waits without it (signal 0), each as a ratio to the first.
 """
 import json
 import os
@@ -66,7 +74,55 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def on_cpu_ns(pid: int) -> int:
+    return sum(int(open(f"/proc/{pid}/task/{t}/schedstat").read().split()[0])
+               for t in os.listdir(f"/proc/{pid}/task"))
+
+
+def latency() -> int:
+    import statistics
+
+    import agent.nvml.supervisor as supervisor
+    from agent.nvml.client import NvmlClient
+
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        built = simlib.build(tmp / "nvsim")
+        scenario = simlib.write_scenario(simlib.resolve("healthy-8xh100.json"), tmp / "scn.json")
+        env = simlib.worker_env(built, scenario)
+        env.pop("LD_PRELOAD", None)
+        medians = {}
+        for name, events, nudge in (("no event wait", False, True),
+                                    ("event waits, nudged", True, True),
+                                    ("event waits, no nudge", True, False)):
+            supervisor.NUDGE_SIGNAL = supervisor.NUDGE_SIGNAL if nudge else 0  # type: ignore
+            client = NvmlClient(env=env, first_deadline_s=30)
+            if events:
+                client.watch_xid(lambda message: None)
+            client.snapshot()
+            if events and name == "event waits, nudged":
+                pid = client.worker_pid or 0
+                time.sleep(1.0)
+                before, started = on_cpu_ns(pid), time.monotonic()
+                time.sleep(10.0)
+                spent = (on_cpu_ns(pid) - before) / 1e9 / (time.monotonic() - started)
+                print(f"idle worker waiting for events: {spent * 100:.3f} % of a core")
+            walls = []
+            for _ in range(15):
+                time.sleep(0.13)  # land anywhere in a wait
+                walls.append(float(client.snapshot()["worker"]["wall_s"]))
+            client.close()
+            supervisor.NUDGE_SIGNAL = __import__("signal").SIGURG
+            medians[name] = statistics.median(walls)
+        base = medians["no event wait"]
+        for name, value in medians.items():
+            print(f"{name:24s} median snapshot {value * 1000:7.1f} ms  ({value / base:.2f}x)")
+    return 0
+
+
 def main() -> int:
+    if "--latency" in sys.argv:
+        return latency()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         built = simlib.build(tmp / "nvsim")

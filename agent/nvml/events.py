@@ -7,7 +7,9 @@ nvml.h's comment on nvmlEventSetWait_v2 (NVML API Reference) says that "if there
 events ready to be delivered, function sleeps till event arrives but not longer than
 specified timeout", and that it returns NVML_ERROR_TIMEOUT "if no event arrived in specified
 timeout or interrupt arrived" and NVML_ERROR_GPU_IS_LOST "if a GPU has fallen off the bus or
-is otherwise inaccessible". So a snapshot request waits at most one ``ms`` before it is read;
+is otherwise inaccessible"; it "can return before specified timeout passes (e.g. when
+interrupt arrives)", which the agent uses to cut a wait short when it sends a request
+(NUDGE_SIGNAL). So a snapshot request waits at most one ``ms`` before it is read;
 the worker makes one NVML call at a time, from one thread, on the handles of one nvmlInit. A
 wait that never returns (a wedged driver) is seen like a hung query: the next request passes
 its deadline and the agent kills the worker (agent/nvml/client.py).
@@ -29,7 +31,10 @@ import contextlib
 import time
 from typing import Any, Callable, Dict
 
-WAIT_MS = 200  # one bounded wait: the most a snapshot request waits before it is read
+# One bounded wait: how often an idle worker wakes (as the separate event process did), and the
+# most a request waits before it is read where the agent's nudge (NUDGE_SIGNAL,
+# agent/nvml/process.py) does not cut the wait short.
+WAIT_MS = 1000
 GPU_IS_LOST = 15  # nvmlReturn_t NVML_ERROR_GPU_IS_LOST (nvml.h)
 TIMEOUT = 10  # NVML_ERROR_TIMEOUT
 

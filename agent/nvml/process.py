@@ -26,6 +26,7 @@ This module never imports pynvml: the agent's process imports it (the client), a
 worker hands pynvml in.
 """
 import os
+import signal
 import subprocess
 from typing import IO, Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -80,6 +81,11 @@ LIBRARY_ENV = "GNA_NVML_LIBRARY"  # the absolute path the worker loads instead o
 # The maintenance flag file (config gpu.maintenance_flag): the worker checks it between event
 # waits and exits when it appears (agent/nvml/worker.py serve).
 MAINTENANCE_FLAG_ENV = "GNA_NVML_MAINTENANCE_FLAG"
+# Sent by the agent after each request to a worker that waits for XID events: it cuts the
+# bounded nvmlEventSetWait_v2 short, which nvml.h says "can return before specified timeout
+# passes (e.g. when interrupt arrives)". SIGURG because its default action is to ignore it
+# (signal(7)): one that reaches a worker before its handler exists does nothing.
+NUDGE_SIGNAL = signal.SIGURG
 
 
 class LibraryChoice(NamedTuple):

@@ -19,6 +19,7 @@ from typing import Any, Dict, Mapping, Optional
 from agent.nvml.channel import EOF, Channel, EventSink
 from agent.nvml.process import (
     MAINTENANCE_FLAG_ENV,
+    NUDGE_SIGNAL,
     LibraryPin,
     close_stdin,
     spawn_worker,
@@ -118,6 +119,9 @@ class WorkerSupervisor:
         self._next_id += 1
         proc.stdin.write((json.dumps(dict(body, id=self._next_id)) + "\n").encode())
         proc.stdin.flush()
+        if self._sink is not None:  # it may sit in an event wait: cut it short
+            with contextlib.suppress(OSError):  # not reaped yet, so still this child's PID
+                proc.send_signal(NUDGE_SIGNAL)
         return self._next_id
 
     def _request(self, body: Dict[str, Any], spawn: bool = True) -> Dict[str, Any]:

@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import select
+import signal
 import sys
 import time
 from typing import Any, Dict, List, Optional
@@ -35,7 +36,7 @@ from typing import Any, Dict, List, Optional
 import pynvml
 
 from agent.nvml.events import WAIT_MS, XidWatch, error_event
-from agent.nvml.process import LIBRARY_ENV, MAINTENANCE_FLAG_ENV, load_into
+from agent.nvml.process import LIBRARY_ENV, MAINTENANCE_FLAG_ENV, NUDGE_SIGNAL, load_into
 from agent.nvml.readers import as_text, error_record, read_gpu
 
 SCHEMA_VERSION = 1
@@ -175,12 +176,22 @@ def serve(worker: Worker, fd: int, wait_ms: int = WAIT_MS, flag: Optional[str] =
     (nvmlShutdown in main), so NVML is let go within one wait, not at the agent's next read."""
     pending = b""
     while True:
-        if worker.watch.armed and not select.select([fd], [], [], 0)[0]:
+        if worker.watch.armed:
             if flag and os.path.exists(flag):
                 worker.send({"event": "maintenance", "flag": flag})
                 return
-            worker.watch.wait(wait_ms)
-            continue
+            # The agent writes a request, then sends NUDGE_SIGNAL: let it in only here, so it
+            # cuts a wait short (nvml.h) and never interrupts a query. One that came while
+            # blocked is taken at the unblock, before the select that then sees the request.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {NUDGE_SIGNAL})
+            try:
+                idle = not select.select([fd], [], [], 0)[0]
+                if idle:
+                    worker.watch.wait(wait_ms)
+            finally:
+                signal.pthread_sigmask(signal.SIG_BLOCK, {NUDGE_SIGNAL})
+            if idle:
+                continue
         chunk = os.read(fd, 65536)  # blocks only while no event set is armed
         if not chunk:
             return
@@ -197,6 +208,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     # pynvml's first call; unset = pynvml dlopens the soname from the host's loader path.
     load_error = load_into(pynvml, os.environ.get(LIBRARY_ENV) or None)
     worker = Worker(load_error, events="--events" in args)
+    # A handler (not SIG_IGN) so the signal interrupts the wait's system call; CPython installs
+    # it without SA_RESTART (signal(2)). Blocked except around the event wait (serve).
+    signal.signal(NUDGE_SIGNAL, lambda *_: None)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {NUDGE_SIGNAL})
     worker.arm_events()
     try:
         serve(worker, sys.stdin.fileno(), flag=os.environ.get(MAINTENANCE_FLAG_ENV) or None)

@@ -594,7 +594,9 @@ nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t
 
 /* -- events (XID streaming, docs/xid.md) -----------------------------------------------
  * "events": [{"gpu": 0, "xid": 48}, ...] are delivered once each, in order, to
- * nvmlEventSetWait_v2; with none left it waits timeoutms and returns NVML_ERROR_TIMEOUT.
+ * nvmlEventSetWait_v2; with none left it waits timeoutms and returns NVML_ERROR_TIMEOUT, or
+ * returns it sooner when a signal interrupts the wait (nvml.h: NVML_ERROR_TIMEOUT "if no event
+ * arrived in specified timeout or interrupt arrived").
  * Events added to a rewritten scenario are delivered too (the cursor survives reloads). */
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
     SYS_CALL("nvmlEventSetCreate");
@@ -640,6 +642,6 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
         return NVML_SUCCESS;
     }
     struct timespec ts = {(time_t)(timeoutms / 1000), (long)(timeoutms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
+    nanosleep(&ts, &ts);  /* EINTR: an interrupt ends the wait early */
     return NVML_ERROR_TIMEOUT;
 }
