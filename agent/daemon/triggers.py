@@ -33,6 +33,7 @@ from agent.model import Check, Interval
 MIN_GAP_S = 1.0  # at most one event-driven evaluation per second
 DRAIN_GAP_S = 0.1  # the kernel-log watcher drains at most ten times a second
 WATCH_WAIT_S = 1.0  # how long the watcher waits in poll(2) before it looks at the stop flag
+MAX_FAILURES = 10  # consecutive failed drains before the watcher leaves it to the cycles
 
 
 def concerns(check: Check) -> bool:
@@ -110,6 +111,7 @@ class KernelLogWatch:
         self.stopping = stopping
         self.log = logger
         self.drains = 0
+        self.failures = 0  # consecutive failed drains
         self.thread = threading.Thread(target=self._run, name="kmsg-watch", daemon=True)
 
     def start(self) -> "KernelLogWatch":
@@ -134,14 +136,18 @@ class KernelLogWatch:
                 return
             try:
                 self.drain()
-                self.drains += 1
+                self.drains, self.failures = self.drains + 1, 0
             except Exception as exc:  # the cycle's own poll still reads what is left
-                log(self.log, logging.ERROR, "kernel-log drain failed",
+                self.failures += 1
+                log(self.log, logging.ERROR, "kernel-log drain failed", failures=self.failures,
                     error=f"{type(exc).__name__}: {exc}")
-            # POLLHUP without POLLIN (a stand-in FIFO whose writer left) stays ready: wait
-            # the full period so it cannot spin; otherwise the drain gap bounds the rate.
+                if self.failures >= MAX_FAILURES:  # the cycles read the kernel log alone
+                    return
+            # POLLHUP without POLLIN (a stand-in FIFO whose writer left) stays ready, as does
+            # a device whose read fails: wait the full period so neither can spin; otherwise
+            # the drain gap bounds the rate.
             hang_up = mask & (select.POLLHUP | select.POLLERR) and not mask & select.POLLIN
-            time.sleep(WATCH_WAIT_S if hang_up else DRAIN_GAP_S)
+            time.sleep(WATCH_WAIT_S if hang_up or self.failures else DRAIN_GAP_S)
 
 
 class EventHooks:

@@ -303,3 +303,25 @@ def _kmsg_event(code: int, pci: str, mono_us: int) -> Any:
     from agent.xid.events import XidEvent
 
     return XidEvent(code=code, pci=pci, source="kmsg", mono_us=mono_us, message="NVRM: Xid")
+
+
+def test_a_watcher_whose_drain_keeps_failing_gives_up_after_max_failures(monkeypatch):
+    from agent.daemon import triggers
+
+    monkeypatch.setattr(triggers, "WATCH_WAIT_S", 0.01)  # the back-off, shortened
+    r, w = os.pipe()
+    os.write(w, b"x")  # readable for good: every poll(2) returns at once
+    calls: List[int] = []
+
+    def broken() -> None:
+        calls.append(1)
+        raise OSError(5, "Input/output error")
+
+    watch = KernelLogWatch(r, broken, lambda: False, setup()).start()
+    try:
+        watch.thread.join(20)
+        assert not watch.alive(), "the watcher kept retrying a drain that always fails"
+        assert len(calls) == triggers.MAX_FAILURES == watch.failures
+    finally:
+        os.close(r)
+        os.close(w)
