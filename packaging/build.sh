@@ -96,6 +96,9 @@ for arch in "${arches[@]}"; do
   mkdir -p "$stage/generated"
   cp -a "$src/packaging" "$stage/packaging"
   [ ! -d "$src/systemd" ] || cp -a "$src/systemd" "$stage/systemd"
+  # Alert and recording rules and the Grafana dashboards (prometheus/README.md); not their tests.
+  mkdir -p "$stage/prometheus" && cp -a "$src/prometheus/alerts.yml" "$src/prometheus/recording.yml" \
+    "$src/prometheus/dashboards" "$stage/prometheus/"
   cp -a "$out/wheelhouse/$arch" "$stage/wheelhouse"
   "${pkgtool[@]}" copyright --wheelhouse "$stage/wheelhouse" \
     --header "$src/packaging/files/copyright.head" --out "$stage/generated/copyright"

@@ -295,6 +295,12 @@ def test_rpm_metadata_and_files(build, arch, tmp_path):
               "/usr/lib/systemd/system/gpu-node-agent.service"}
     expected = {rename.get(p, p): d for p, d in deb.items() if p not in deb_only}
     assert dump == expected
+    # The rules and dashboards prometheus/README.md says the package carries, byte for byte.
+    shipped = {"alerts.yml", "recording.yml", "dashboards/gpu-node-agent-fleet.json",
+               "dashboards/gpu-node-agent-node.json"}
+    for name in shipped:
+        digest = hashlib.sha256((REPO / "prometheus" / name).read_bytes()).hexdigest()
+        assert dump[f"/usr/share/gpu-node-agent/prometheus/{name}"] == digest, name
     wheels = [p for p in dump if p.startswith("/usr/lib/gpu-node-agent/wheelhouse/")]
     assert any(f"_{arch}." in p for p in wheels) and not any(
         f"_{other}." in p for p in wheels for other in ARCHES if other != arch)
