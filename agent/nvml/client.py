@@ -25,6 +25,7 @@ API (used by ``check`` through ``NvmlGpuSource`` and by ``run``):
     client.stats: requests, timeouts, spawns, respawns, stuck_workers, worker_crashes
     client.event_stats: events, errors, gpu_lost; client.last_event_error
 """
+import contextlib
 import os
 import time
 from typing import Any, Dict, Mapping, Optional
@@ -84,12 +85,13 @@ class NvmlClient(WorkerSupervisor):
             self._poll_maintenance_flag()
             if self.in_maintenance or self.library.ask(False, self._stop_worker) is not None:
                 return
-            if self._proc is not None and self._proc.poll() is None:
-                self._send({"op": "events", "on": True})  # its reply is skipped: no id waits
-                if self._channel is not None:
-                    self._channel.sink = sink
-            elif self._spawn() is None:
-                self._send({"op": "ping"})  # answered once init and the event set are done
+            with contextlib.suppress(OSError):  # a broken pipe: the next snapshot says why
+                if self._proc is not None and self._proc.poll() is None:
+                    if self._channel is not None:  # before the worker can send an event
+                        self._channel.sink = sink
+                    self._send({"op": "events", "on": True})  # its reply: skipped, no waiter
+                elif self._spawn() is None:
+                    self._send({"op": "ping"})  # answered once init and the event set are done
 
     def maintenance(self, on: bool, reason: str = "") -> None:
         """On: the worker calls nvmlShutdown and exits, so no NVML handle blocks `nvidia-smi
