@@ -218,9 +218,7 @@ class WorkerSupervisor:
             return
         if proc.poll() is None:
             try:
-                assert proc.stdin is not None
-                proc.stdin.write(b'{"op":"exit"}\n')
-                proc.stdin.flush()
+                self._send({"op": "exit"})  # and the nudge: it may sit in an event wait
                 proc.wait(REAP_WAIT_S)
             except (OSError, subprocess.TimeoutExpired):
                 pass
