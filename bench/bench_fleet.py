@@ -9,8 +9,9 @@ Prints the fleet table: requests per second at the server over the steady hour (
 of 1-s and of 60-s bins), the rate in the minute after the outage and its ratio to the steady
 mean (target <= 2), the peak 60-s bin in the 30 minutes after the outage, writes and requests
 per node-hour, refused connections, the seconds until the last failing agent wrote again, and
-how long the simulation took. `--compare-old` reruns each N with the backoff the publisher
-had before (5 s doubling to 300 s, x0.5..1 jitter), as a reference measured in the same run.
+how long the simulation took (wall and CPU seconds of this process). `--compare-old` reruns
+each N with the backoff the publisher had before (5 s doubling to 300 s, x0.5..1 jitter), as
+a reference measured in the same run.
 Not in CI (5,000 agents take minutes); tests/unit/test_fleet_smoke.py runs 50.
 """
 import argparse
@@ -42,15 +43,15 @@ def old_fail(self: Any, mono: float, exc: Optional[Any]) -> None:
 
 HEADER = ("| backoff | N | mean req/s | peak 1 s | peak 60 s | minute after outage req/s | "
           "ratio to mean | peak 60 s in 30 min after | writes/node-h | requests/node-h | "
-          "refused | last agent back (s) | wall (s) |")
+          "refused | last agent back (s) | wall (s) | cpu (s) |")
 
 
-def row(label: str, s: dict, wall: float) -> str:
+def row(label: str, s: dict, wall: float, cpu: float) -> str:
     return (f"| {label} | {s['n']} | {s['mean']:.2f} | {s['peak_1s']} | {s['peak_60s']:.2f} | "
             f"{s['post_minute']:.2f} | {s['post_ratio']:.2f} | {s['after_peak_60s']:.2f} "
             f"({s['after_peak_60s'] / s['mean']:.2f}x) | {s['writes_per_node_hour']:.1f} | "
             f"{s['requests_per_node_hour']:.1f} | {s['refused']} | {s['last_recovery_s']:.0f} | "
-            f"{wall:.0f} |")
+            f"{wall:.0f} | {cpu:.0f} |")
 
 
 def main() -> None:
@@ -70,9 +71,10 @@ def main() -> None:
         variants = [("full jitter", new_fail)] + ([("old", old_fail)] if args.compare_old else [])
         for label, fail in variants:
             publish.Publisher._fail = fail  # type: ignore[method-assign]
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             stats = simulate(n, tl, args.seed)["stats"]
-            print(row(label, stats, time.perf_counter() - t0), flush=True)
+            print(row(label, stats, time.perf_counter() - t0, time.process_time() - c0),
+                  flush=True)
     publish.Publisher._fail = new_fail  # type: ignore[method-assign]
 
 
