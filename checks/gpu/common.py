@@ -192,8 +192,16 @@ def gpu_ref(gpu: Any) -> Any:
     # The daemon's sticky faults name the slot "pci" (agent/xid/state.py), the snapshot
     # "pci_bus_id".
     pci = gpu.get("pci_bus_id") or gpu.get("pci")
-    ref = {k: v for k, v in (("index", gpu.get("index")), ("uuid", gpu.get("uuid")),
-                             ("pci_bus_id", pci)) if v is not None}
+    # The snapshot is hostile input: an index only as an integer, names only as strings and
+    # bounded like every snapshot string a verdict repeats (readers.text: 80 characters; a
+    # GPU UUID is 40, a PCI bus id 16).
+    index = gpu.get("index")
+    ref: Dict[str, Any] = {}
+    if isinstance(index, int) and not isinstance(index, bool):
+        ref["index"] = index
+    for key, value in (("uuid", gpu.get("uuid")), ("pci_bus_id", pci)):
+        if isinstance(value, str) and value:
+            ref[key] = text(value)
     return ref or None
 
 
