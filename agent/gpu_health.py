@@ -14,6 +14,11 @@ the gate. The rules (docs/decisions.md "Per-GPU health"):
 - with min_healthy_gpus N below the GPU count, the results that only name GPUs stop closing
   the gate while at least N GPUs are healthy; "all" (the default), or N at or above the GPU
   count, leaves the gate as evaluate_gate alone decides;
+- only the verdicts of checks whose GPUs the device plugin fences by itself stop closing the
+  gate (FENCED: gpu-xid, whose fatal XIDs the plugin's XID health check also sees, and
+  gpu-count, whose lost or unlisted GPUs it does not advertise); another per-GPU verdict (a
+  row-remap failure, a temperature, a MIG mismatch) marks its GPU unhealthy (JSON, metric,
+  annotation) but still closes the gate, because nothing keeps pods off that GPU;
 - on DRA paths nothing is tolerated (advisory: only ResourceSlice device taints, behind the
   DRADeviceTaints feature gate, off by default in Kubernetes 1.34, keep DRA from allocating
   one device), so there the gate is today's.
@@ -26,6 +31,13 @@ from agent.model import DRA_PATHS, CheckResult, Severity, Status
 CLOSING = (Status.FAIL, Status.UNKNOWN)
 CLOSING_STRICT = (Status.WARN, Status.FAIL, Status.UNKNOWN)
 AT_FAULT = "gpus_at_fault"
+# The checks whose GPUs the NVIDIA device plugin withdraws by itself, so a node may stay open
+# without them: k8s-device-plugin internal/rm/health.go marks a device Unhealthy on an XID
+# critical-error event (all but the application XIDs it skips: 13, 31, 43, 45, 68, 109),
+# which the kubelet then stops allocating; a GPU NVML does not list is never advertised.
+# Nothing fences a GPU for ECC counters, row remaps, temperature, clocks, PCIe or NVLink
+# width, MIG mode or SKU: pods would keep landing on it.
+FENCED = frozenset({"gpu-xid", "gpu-count"})
 
 
 @dataclass(frozen=True)
@@ -55,8 +67,8 @@ class GpuHealth:
     gpus: Tuple[GpuState, ...]
     # The policy's number (None: "all"); ``required`` what it means on this host.
     min_healthy: Optional[int]
-    # Check ids whose closing verdict names only GPUs (they stop closing the gate while
-    # ``tolerated``).
+    # Check ids whose closing verdict names only GPUs the device plugin fences itself (they
+    # stop closing the gate while ``tolerated``).
     attributed: Tuple[str, ...]
 
     @property
@@ -169,7 +181,8 @@ def evaluate(
         if (not refs or not closes(r, path, strict) or r.status_on(path) != r.status
                 or r.status == Status.UNKNOWN):
             continue
-        attributed.append(r.id)
+        if r.id in FENCED:
+            attributed.append(r.id)
         for ref in refs:
             gpus.mark(ref, r.id)
     states = tuple(

@@ -66,8 +66,13 @@ def run(check, gpus, tmp_path=None, sticky: Any = None, boot: Optional[str] = No
     return check.run(host, ResolvedPolicy(pol, "dra", settings=Config().model_dump()))
 
 
-def det(per_gpu, lost=(), unsupported=()):
-    return {"per_gpu": per_gpu, "lost_gpus": list(lost), "unsupported_gpus": list(unsupported)}
+def det(per_gpu, lost=(), unsupported=(), at_fault=()):
+    # at_fault: the GPUs every finding of the reported status names (details["gpus_at_fault"],
+    # which agent/gpu_health.py counts unhealthy), as the snapshot entry gives them.
+    out = {"per_gpu": per_gpu, "lost_gpus": list(lost), "unsupported_gpus": list(unsupported)}
+    if at_fault:
+        out["gpus_at_fault"] = list(at_fault)
+    return out
 
 
 def fix_of(check, code: str) -> str:
@@ -101,7 +106,8 @@ def test_ecc_volatile_uncorrectable_fails_and_hides_the_warnings():
     a, b = ecc(vol_unc=1, agg_unc=1), ecc(mode=False, pending=False)
     assert run(GPU_ECC, [gpu(0, PCI0, ecc=a), gpu(1, ecc=b)]) == Outcome(
         Status.FAIL, f"GPU 0 ({PCI0}) 1 volatile uncorrectable ECC error(s)",
-        det({0: ecc_per(a), 1: ecc_per(b)}), code="volatile-uncorrectable")
+        det({0: ecc_per(a), 1: ecc_per(b)}, at_fault=[{"index": 0, "pci_bus_id": PCI0}]),
+        code="volatile-uncorrectable")
     assert fix_of(GPU_ECC, "volatile-uncorrectable") == ECC_FIX
 
 
@@ -123,7 +129,9 @@ def test_ecc_warnings_in_gpu_order_with_their_remediation():
         f"GPU 0 ECC disabled; GPU 1 ({PCI0}) ECC mode change pending a reboot; "
         f"GPU 1 ({PCI0}) 2 aggregate uncorrectable ECC error(s); "
         f"GPU 1 ({PCI0}) 11 aggregate corrected ECC error(s); GPU 2 ECC disabled",
-        det({0: ecc_per(a), 1: ecc_per(b), 2: ecc_per(c)}), code="ecc-disabled")
+        det({0: ecc_per(a), 1: ecc_per(b), 2: ecc_per(c)},
+            at_fault=[{"index": 0}, {"index": 1, "pci_bus_id": PCI0}, {"index": 2}]),
+        code="ecc-disabled")
     # The first warning names the code; every ECC warning shares one fix.
     for code in ("ecc-disabled", "ecc-mode-pending", "aggregate-errors"):
         assert fix_of(GPU_ECC, code) == ECC_WARN_FIX
@@ -240,11 +248,11 @@ def test_remap_failure_fails_and_pending_warns_by_default():
     a, b = rows(True, True), rows(pending=True)
     assert run(GPU_ROW_REMAP, [gpu(0, PCI0, remapped_rows=a), gpu(1, remapped_rows=b)]) == Outcome(
         Status.FAIL, f"GPU 0 ({PCI0}) row remapping failed (no spare rows left)",
-        det({0: a, 1: b}), code="remap-failure")
+        det({0: a, 1: b}, at_fault=[{"index": 0, "pci_bus_id": PCI0}]), code="remap-failure")
     assert fix_of(GPU_ROW_REMAP, "remap-failure") == REMAP_FIX
     assert run(GPU_ROW_REMAP, [gpu(1, remapped_rows=b)]) == Outcome(
-        Status.WARN, "GPU 1 row remap pending: needs a GPU reset", det({1: b}),
-        code="remap-pending")
+        Status.WARN, "GPU 1 row remap pending: needs a GPU reset",
+        det({1: b}, at_fault=[{"index": 1}]), code="remap-pending")
     assert fix_of(GPU_ROW_REMAP, "remap-pending") == REMAP_WARN_FIX
 
 
@@ -255,7 +263,7 @@ def test_remap_policy_can_swap_the_severities():
     # The policy sets the status; the code (and so the declared fix) names what was found:
     # a pending remap failing is still fixed by a reset, not an RMA.
     assert out == Outcome(Status.FAIL, "GPU 0 row remap pending: needs a GPU reset",
-                          det({0: a}), code="remap-pending")
+                          det({0: a}, at_fault=[{"index": 0}]), code="remap-pending")
     out = run(GPU_ROW_REMAP, [gpu(0, remapped_rows=rows(True))], row_remap={"failure": "warn"})
     assert (out.status, out.summary) == (Status.WARN,
                                          "GPU 0 row remapping failed (no spare rows left)")
@@ -295,7 +303,8 @@ def test_thermal_at_and_near_the_slowdown_temperature(now, status, summary):
     t = temp(now)
     out = run(GPU_THERMAL, [gpu(0, PCI0, temperature=t)])
     code = "at-slowdown-temperature" if status == Status.FAIL else "near-slowdown-temperature"
-    assert out == Outcome(status, summary, det({0: t}), code=code)
+    assert out == Outcome(status, summary, det({0: t}, at_fault=[{"index": 0, "pci_bus_id": PCI0}]),
+                          code=code)
     # The outcome leaves the fix to the declared failure: the cooling/power one at the
     # slowdown temperature, the check-wide text near it.
     fix = THERMAL_FIX if status == Status.FAIL else (
@@ -325,7 +334,7 @@ def test_thermal_fault_clock_events_fail_naming_them():
                             gpu(1, temperature=temp(89))])
     assert out == Outcome(
         Status.FAIL, "GPU 0 clocks slowed: hw_slowdown, sw_thermal_slowdown active",
-        det({0: t, 1: temp(89)}), code="clocks-slowed")
+        det({0: t, 1: temp(89)}, at_fault=[{"index": 0}]), code="clocks-slowed")
     assert fix_of(GPU_THERMAL, "clocks-slowed") == THERMAL_FIX
 
 

@@ -176,12 +176,26 @@ def test_a_failure_that_names_no_gpu_still_closes_the_gate():
 
 
 def test_strict_counts_a_warning_that_names_a_gpu():
-    warn = [_result("gpu-thermal", Status.WARN, {"gpus_at_fault": [{"index": 2}]})]
+    warn = [_result("gpu-xid", Status.WARN, {"gpus_at_fault": [{"index": 2}]})]
     rep = build_report(warn, "device-plugin", True, "h", 0.0, "t", gpus=_snap(8),
                        min_healthy_gpus=7)
     assert rep.gate.open and [g.index for g in rep.health.unhealthy] == [2]
     plain = build_report(warn, "device-plugin", False, "h", 0.0, "t", gpus=_snap(8))
     assert plain.gate.open and plain.health.unhealthy == ()
+
+
+@pytest.mark.parametrize("cid", ["gpu-thermal", "gpu-ecc", "gpu-row-remap", "mig-mode",
+                                 "gpu-pcie-link", "gpu-sku"])
+def test_a_gpu_fault_the_device_plugin_does_not_fence_still_closes_the_gate(cid):
+    # k8s-device-plugin withdraws a GPU on an XID event only: a GPU failing on its counters,
+    # temperature, link width, MIG mode or SKU stays allocatable, so keeping the node open for
+    # "seven healthy GPUs" would send pods to the eighth. It is still named unhealthy.
+    rep = build_report(_results_naming((cid, 2)), "device-plugin", False, "h", 0.0, "t",
+                       gpus=_snap(8), min_healthy_gpus=7)
+    assert not rep.gate.open and rep.gate.blocking == (cid,)
+    assert [(g.index, g.failing) for g in rep.health.unhealthy] == [(2, (cid,))]
+    p = plan(rep, _node(), kube_config().kube, 0, 1.0e9)
+    assert p.node_patch["metadata"]["annotations"][ANN] == _uuid(2)
 
 
 def test_the_annotation_is_removed_when_every_gpu_is_healthy():
@@ -337,7 +351,7 @@ def test_findings_name_a_gpu_only_when_every_finding_of_the_status_has_one():
 
 def test_the_condition_message_stays_within_200_characters():
     n = 20
-    rep = build_report(_results_naming(*[("gpu-ecc", i) for i in range(5)]), "device-plugin",
+    rep = build_report(_results_naming(*[("gpu-xid", i) for i in range(5)]), "device-plugin",
                        False, "h", 0.0, "t", gpus=_snap(n), min_healthy_gpus=10)
     msg = plan(rep, _node(), kube_config().kube, 0, 1.0e9).condition["message"]
     assert len(msg) == 200 and msg.endswith("...")
