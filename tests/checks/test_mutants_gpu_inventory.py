@@ -100,7 +100,8 @@ def test_lost_gpu_names_its_unreadable_pci_slot():
     assert out == Outcome(
         Status.FAIL,
         f"GPU 1 ({BUS[1]}) not usable: gpu_lost (GPU is lost); PCI {SLOT[1]} unreadable in NVML",
-        count_details(2, 1, 2, lost=[1]), code="gpu-not-usable")
+        count_details(2, 1, 2, lost=[1], gpus_at_fault=[{"index": 1, "pci_bus_id": BUS[1]}]),
+        code="gpu-not-usable")
     assert fix_of(GPU_COUNT, "gpu-not-usable") == COUNT_FIX
 
 
@@ -111,7 +112,8 @@ def test_lost_gpus_without_a_pci_match_and_a_wrong_expectation():
         Status.FAIL,
         "GPU 0 not usable: gpu_lost (GPU is lost); GPU 1 not usable: timeout (<null>); "
         f"PCI {SLOT[0]}, {SLOT[1]} unreadable in NVML; 1 usable GPU(s), config expects 3",
-        count_details(3, 1, 3, 3, [0, 1]), code="gpu-not-usable")  # the first problem's
+        count_details(3, 1, 3, 3, [0, 1], gpus_at_fault=[{"index": 0}, {"index": 1}]),
+        code="gpu-not-usable")  # the first problem's
     # Two lost, one slot missing: the slots cannot be paired with the lost GPUs.
     out = run(GPU_COUNT, gpus, 3, pci(1, 2))
     assert out.summary == ("GPU 0 not usable: gpu_lost (GPU is lost); GPU 1 not usable: timeout "
@@ -125,11 +127,13 @@ def test_pci_sees_more_gpus_than_nvml():
     out = run(GPU_COUNT, [nv(0), nv(1)], 2, pci(0, 1, 2))
     assert out == Outcome(
         Status.FAIL, f"3 NVIDIA GPU(s) on PCI but NVML sees 2 (not in NVML: {SLOT[2]})",
-        count_details(2, 2, 3, pci_not_in_nvml=[SLOT[2]]), code="pci-nvml-mismatch")
+        count_details(2, 2, 3, pci_not_in_nvml=[SLOT[2]], gpus_at_fault=[{"pci_bus_id": SLOT[2]}]),
+        code="pci-nvml-mismatch")
     assert fix_of(GPU_COUNT, "pci-nvml-mismatch") == COUNT_FIX
     out = run(GPU_COUNT, [], 0, pci(2))
     assert out == Outcome(Status.FAIL, "1 NVIDIA GPU(s) on PCI but NVML sees 0",
-                          count_details(0, 0, 1, pci_not_in_nvml=[SLOT[2]]),
+                          count_details(0, 0, 1, pci_not_in_nvml=[SLOT[2]],
+                                        gpus_at_fault=[{"pci_bus_id": SLOT[2]}]),
                           code="pci-nvml-mismatch")
 
 
@@ -206,7 +210,9 @@ def test_mig_pending_change_fails_before_the_strategy_is_judged():
         f"GPU 0 ({BUS[0]}) MIG enabled is pending (current disabled): takes effect at the next "
         f"GPU reset; GPU 1 ({BUS[1]}) MIG unknown is pending (current enabled): takes effect "
         "at the next GPU reset",
-        per({0: a, 1: b}, strategy="single", mig_enabled_gpus=[]), code="mig-change-pending")
+        per({0: a, 1: b}, strategy="single", mig_enabled_gpus=[],
+            gpus_at_fault=[{"index": 0, "pci_bus_id": BUS[0]}, {"index": 1, "pci_bus_id": BUS[1]}]),
+        code="mig-change-pending")
     assert fix_of(MIG_MODE, "mig-change-pending") == MIG_FIX
 
 
@@ -214,7 +220,8 @@ def test_mig_enabled_with_strategy_none_fails():
     a, b = mig("disabled"), mig("enabled")
     assert mig_run([nv(0, mig=a), nv(1, mig=b)], "none") == Outcome(
         Status.FAIL, f"GPU 1 ({BUS[1]}) has MIG enabled but the MIG strategy is none",
-        per({0: a, 1: b}, strategy="none", mig_enabled_gpus=[1]), code="mig-strategy-mismatch")
+        per({0: a, 1: b}, strategy="none", mig_enabled_gpus=[1],
+            gpus_at_fault=[{"index": 1, "pci_bus_id": BUS[1]}]), code="mig-strategy-mismatch")
     assert fix_of(MIG_MODE, "mig-strategy-mismatch") == MIG_FIX
 
 
