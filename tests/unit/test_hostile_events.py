@@ -1,0 +1,194 @@
+"""Hostile input on the event paths added for event-driven verdicts and the one NVML worker:
+the kernel log that never runs dry, NVML event lines with wrong types or absurd values, a
+worker whose reply is not what the protocol says, a worker line past the cap, and a METADATA
+file whose Version is not a version.
+
+Expected values are written from the rules the code cites: /dev/kmsg returns one record per
+read and EAGAIN when drained, EPIPE once per overrun (kernel Documentation/ABI/testing/
+dev-kmsg); an XID code has at most 9 digits and an NVML index is an unsigned int (nvml.h);
+names are cut to 80 characters like every snapshot string a verdict repeats
+(checks/gpu/common.py gpu_ref); a version is PEP 440 text.
+"""
+import json
+import os
+import stat
+import sys
+import textwrap
+import time
+
+import pytest
+
+from agent import version as v
+from agent.nvml import channel as channel_mod
+from agent.nvml.channel import EOF, Channel
+from agent.nvml.client import NvmlClient
+from agent.xid import kmsg
+from agent.xid.kernel_source import DeviceSource
+from agent.xid.monitor import XidMonitor
+from agent.xid.state import StateStore
+from checks.xid.policy import load_xid_policy
+
+RECORD = "3,{seq},{ts},-;NVRM: Xid (PCI:0000:2a:00): 13, pid=1, name=train, Graphics Exception\n"
+
+
+class EndlessDevice:
+    """A kernel log that never runs dry (a flood faster than the reader), or (``epipe``) one
+    whose every read fails with EPIPE. Past ``fail_after`` reads it raises, so a reader with
+    no bound fails this test instead of hanging it."""
+
+    def __init__(self, epipe: bool = False, fail_after: int = 20_000) -> None:
+        self.reads, self.epipe, self.fail_after = 0, epipe, fail_after
+
+    def read(self, size: int) -> bytes:
+        self.reads += 1
+        if self.reads > self.fail_after:
+            raise AssertionError("the reader kept reading a source that never runs dry")
+        if self.epipe:
+            raise BrokenPipeError(32, "Broken pipe")
+        return RECORD.format(seq=self.reads, ts=1_000_000 + self.reads).encode()
+
+
+def monitor(tmp_path, device):
+    mon = XidMonitor(StateStore(str(tmp_path), "boot-1"), load_xid_policy(),
+                     DeviceSource(device=device))
+    mon.start()
+    return mon
+
+
+@pytest.mark.parametrize("epipe", [False, True])
+def test_one_drain_of_a_kernel_log_that_never_runs_dry_ends(tmp_path, monkeypatch, epipe):
+    """The watcher drains under the poll lock the cycle also takes: a drain that never ends
+    would stall every cycle. Each drain reads at most MAX_READS_PER_POLL times."""
+    monkeypatch.setattr(kmsg, "MAX_READS_PER_POLL", 500, raising=False)
+    dev = EndlessDevice(epipe=epipe)
+    mon = monitor(tmp_path, dev)
+    first = mon.poll()
+    assert dev.reads == 500
+    assert first == (0 if epipe else 500)
+    second = mon.poll()  # the next drain goes on where the first stopped
+    assert dev.reads == 1000
+    assert second == (0 if epipe else 500)
+
+
+class BurstOf(EndlessDevice):
+    """``n`` records, then EAGAIN (drained), as /dev/kmsg after a burst."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(fail_after=n + 1)
+        self.n = n
+
+    def read(self, size: int) -> bytes:
+        if self.reads >= self.n:
+            raise BlockingIOError(11, "EAGAIN")
+        return super().read(size)
+
+
+def test_a_burst_below_the_bound_is_still_drained_in_one_poll(tmp_path):
+    """The bound is far above a full ring buffer (32 MiB of records of at least 32 bytes)."""
+    assert kmsg.MAX_READS_PER_POLL >= (32 << 20) // 32
+    assert monitor(tmp_path, BurstOf(3000)).poll() == 3000
+
+
+# -- NVML event lines: whatever JSON a worker (or a library writing on its stdout) sends ------
+def test_nvml_xid_fields_of_the_wrong_type_are_not_taken_as_given(tmp_path):
+    mon = monitor(tmp_path, EndlessDevice(fail_after=0))
+    mon.gpus.update({"gpus": [{"index": 0, "uuid": "GPU-a", "pci_bus_id": "00000000:2A:00.0"}]})
+    hostile = [
+        {"event": "xid", "code": 31, "index": 0, "mono_us": "soon"},  # not a number: now
+        {"event": "xid", "code": 31, "index": 0, "mono_us": 10**30},  # not a u64: now
+        {"event": "xid", "code": True, "index": 0},  # a JSON true is not code 1
+        {"event": "xid", "code": 10**12, "index": 0},  # more digits than any XID
+        {"event": "xid", "code": -5, "index": 0},
+        {"event": "xid", "code": 43, "index": 10**40},  # not an NVML index: no label of it
+        {"event": "xid", "code": 43, "index": -3},
+        {"event": "xid", "code": 43, "index": "0\"\n"},
+        {"event": "xid", "code": 45, "uuid": ["GPU-a"]},  # unhashable: must not raise
+        {"event": "xid", "code": 45, "pci_bus_id": {"x": 1}},
+        {"event": "xid", "code": 48, "uuid": "GPU-" + "u" * 100_000},
+    ]
+    for message in hostile:
+        mon.on_nvml_message(message)  # the channel would log and drop what raises here
+    counts = mon.counter.counts()
+    assert counts[("0", 31)] == 2  # both counted, stamped with the agent's clock
+    assert not [k for k in counts if k[1] in (1, 10**12, -5)]
+    labels = {gpu for gpu, _ in counts}
+    assert all(len(label) <= 80 and "\n" not in label for label in labels), labels
+    assert counts[("unknown", 43)] == 3
+    assert counts[("unknown", 45)] == 2
+    assert counts[("GPU-" + "u" * 76, 48)] == 1  # cut to 80 characters
+
+
+# -- a worker whose reply breaks the protocol ---------------------------------------------
+def fake_worker(tmp_path, reply: str) -> str:
+    """An executable standing in for the interpreter: whatever its arguments, it answers each
+    request line with ``reply`` (its "id" filled in)."""
+    script = tmp_path / "fake-python"
+    body = textwrap.dedent(f"""\
+        import json, sys
+        for line in sys.stdin:
+            req = json.loads(line)
+            if req.get("op") == "exit":
+                break
+            out = json.loads({reply!r})
+            out["id"] = req["id"]
+            sys.stdout.write(json.dumps(out) + "\\n")
+            sys.stdout.flush()
+        """)
+    script.write_text(f"#!{sys.executable}\n{body}")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+@pytest.mark.parametrize("snapshot", ['"garbage"', "[1, 2]", "7", "null"])
+def test_a_snapshot_reply_that_is_not_an_object_is_an_error_snapshot(tmp_path, snapshot):
+    python = fake_worker(tmp_path, '{"ok": true, "snapshot": %s}' % snapshot)
+    client = NvmlClient(deadline_s=5, first_deadline_s=5, python=python)
+    try:
+        snap = client.snapshot()  # documented never to raise
+    finally:
+        client.close()
+    assert snap["error"]["kind"] == "worker_error"
+    assert "not an object" in snap["error"]["message"]
+    assert snap["gpus"] == []
+
+
+# -- a worker line past the cap -------------------------------------------------------------
+def test_the_tail_of_a_line_past_the_cap_is_not_taken_for_a_line(monkeypatch):
+    """A line over MAX_LINE_BYTES is dropped whole: its last bytes, read in a later chunk,
+    are not a message of their own (here they would be a valid reply)."""
+    monkeypatch.setattr(channel_mod, "MAX_LINE_BYTES", 1024)
+    read_end, write_end = os.pipe()
+    channel = Channel(os.fdopen(read_end, "rb", buffering=0), None, {})
+    try:
+        os.write(write_end, b"x" * 4000)  # no newline yet: over the cap
+        time.sleep(0.3)  # let the reader take it as a chunk of its own (a slow worker)
+        os.write(write_end, b'{"id": 7, "ok": true}\n{"id": 8, "ok": true}\n')
+        os.close(write_end)
+        got = []
+        while True:
+            reply = channel.replies.get(timeout=5)
+            if reply is EOF:
+                break
+            got.append(reply)
+        assert got == [{"id": 8, "ok": True}]
+    finally:
+        channel.stop()
+
+
+# -- METADATA: the Version header is input ------------------------------------------------
+@pytest.mark.parametrize("value", ["1." + "9" * 300, "1.0 <script>", "1.0\x00", "1.0\u202e"])
+def test_a_version_header_that_is_not_a_version_is_not_used(tmp_path, monkeypatch, value):
+    dist = tmp_path / "gpu_node_agent-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: gpu-node-agent\nVersion: "
+                                   f"{value}\n\nbody\n", encoding="utf-8")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    assert v._from_metadata_file() is None
+
+
+def test_a_pep440_version_is_read(tmp_path, monkeypatch):
+    dist = tmp_path / "gpu_node_agent-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nVersion: 1!2.0.post3.dev4+g1a2b.c\n\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    assert v._from_metadata_file() == "1!2.0.post3.dev4+g1a2b.c"
