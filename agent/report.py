@@ -61,6 +61,17 @@ class KnownCheck:
 
 
 @dataclass(frozen=True)
+class NodeFacts:
+    """The Node publisher's last attempt (agent/outputs/node/result.py ``facts_after``), for
+    the metrics. The publisher takes a Report after it is rendered, so a Report carries the
+    attempt made before its cycle."""
+
+    cordoned: Optional[bool] = None  # cordoned by this agent, as last read/written; None: unread
+    publish_ok: bool = False  # the Node was read and every write the verdict needed accepted
+    last_success: Optional[float] = None  # unix time of the last such attempt
+
+
+@dataclass(frozen=True)
 class RunFacts:
     """What `run` knows about its own cycles (the daemon's; `check` has none)."""
 
@@ -70,6 +81,7 @@ class RunFacts:
     cycle_duration: Optional[float] = None  # seconds the last cycle took
     config_reload_ok: bool = True
     start_time: float = 0.0  # unix time the agent started
+    node: Optional[NodeFacts] = None  # None: no Node output, or no attempt yet
 
     def __post_init__(self) -> None:  # a read-only copy: the daemon's own dict moves on
         object.__setattr__(self, "last_run", MappingProxyType(dict(self.last_run)))

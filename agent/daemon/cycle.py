@@ -6,7 +6,7 @@ from typing import Any, Collection, Dict, Mapping, Optional, Sequence, Tuple
 from agent.daemon.parts import xid_counts_of
 from agent.logs import log
 from agent.model import CheckResult, Status
-from agent.report import Report
+from agent.report import NodeFacts, Report
 
 TIMED_OUT_SNAPSHOT: Mapping[str, Any] = {
     "schema_version": 1, "gpus": [],
@@ -51,3 +51,13 @@ def log_changes(logger: logging.Logger, previous: Optional[Report], report: Repo
         log(logger, logging.WARNING if not report.gate.open else logging.INFO,
             "gate changed", path=report.path, open=report.gate.open,
             blocking=",".join(report.gate.blocking))
+
+
+def node_facts(outputs: Sequence[Any]) -> Optional[NodeFacts]:
+    """The Node publisher's last attempt (agent/outputs/node/publish.py ``facts``: replaced
+    whole by the output thread, so never read half-written); None without a Node output."""
+    for out in outputs:
+        facts = getattr(out, "facts", None)
+        if isinstance(facts, NodeFacts):
+            return facts
+    return None

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import replace
 from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from agent.daemon.cycle import cycle_snapshot, cycle_xid_counts, log_changes
+from agent.daemon.cycle import cycle_snapshot, cycle_xid_counts, log_changes, node_facts
 from agent.daemon.driver import DriverWatch
 from agent.daemon.inputs import DaemonConfig, Generation, Source, sticky_from_memory
 from agent.daemon.parts import (
@@ -201,7 +201,7 @@ class Daemon(ProcessShell, EventHooks):
             xid_counts=cycle_xid_counts(self.xid_monitor, results or ()),
             run=RunFacts(last_run=self.last_run, last_success=self.last_success,
                          cycle_duration=self.cycle_duration, config_reload_ok=self.reload_ok,
-                         start_time=self.start_time),
+                         start_time=self.start_time, node=node_facts(self._pump.outputs)),
         )
         if results is None:
             return pending_report(gen.path, description, self.version, **extras)

@@ -23,6 +23,7 @@ from agent.model import PATHS, Status
 from agent.outputs.exposition import Labels, Writer, as_float, dig
 from agent.outputs.metrics_gpu import gpu_families
 from agent.outputs.metrics_gpu_health import gpu_health_families
+from agent.outputs.metrics_node import node_families
 from agent.report import Report
 
 STATUSES: Tuple[str, ...] = tuple(s.value for s in Status)
@@ -52,6 +53,7 @@ def render(report: Report, gpu_telemetry: bool = False, check_details: bool = Fa
     _software(out, report, results)
     gpu_families(out, report, gpu_telemetry)
     gpu_health_families(out, report)
+    node_families(out, report)
     return out.body()
 
 

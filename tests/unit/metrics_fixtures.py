@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from agent.engine import Engine
 from agent.model import Check, Interval, Severity, failed, passed, unknown, warned
-from agent.report import Report, RunFacts, build_report, pending_report
+from agent.report import NodeFacts, Report, RunFacts, build_report, pending_report
 
 
 def _check(cid: str, outcome: Any, interval: Interval = Interval.FAST,
@@ -65,14 +65,15 @@ def run_report(checks: Sequence[Check], version: str, path: str, report: Optiona
                nvml_stats: Optional[Mapping[str, int]] = None,
                xid_counts: Optional[Mapping[Tuple[str, str], int]] = None,
                last_success: Optional[float] = None, cycle_duration: Optional[float] = None,
-               config_reload_ok: bool = True, start_time: float = 0.0) -> Report:
+               config_reload_ok: bool = True, start_time: float = 0.0,
+               node: Optional[NodeFacts] = None) -> Report:
     """The Report `run` would hand its outputs: ``report``'s verdicts (None: before the first
     cycle) with what the daemon adds (agent/daemon/service.py _compose)."""
     extras: Dict[str, Any] = dict(
         checks=checks, gpus=gpus, nvml_stats=nvml_stats, xid_counts=xid_counts,
         run=RunFacts(last_run=last_run or {}, last_success=last_success,
                      cycle_duration=cycle_duration, config_reload_ok=config_reload_ok,
-                     start_time=start_time))
+                     start_time=start_time, node=node))
     if report is None:
         return pending_report(path, "test host", version, **extras)
     return build_report(report.results, path, report.strict, report.host, report.generated_at,

@@ -7,6 +7,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.outputs import metrics
+from agent.report import NodeFacts
 from tests.unit.metrics_fixtures import CHECKS, GPU, report, run_report, snapshot
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
@@ -28,7 +29,8 @@ def emitted():
     """Everything the renderer can emit: a full report, a snapshot, NVML stats, XIDs."""
     body = metrics.render(run_report(
         CHECKS, "1.2.3", "dra", report=report(), gpus=snapshot(),
-        nvml_stats={"timeouts": 1}, xid_counts={("0", "79"): 1}, last_success=1.0),
+        nvml_stats={"timeouts": 1}, xid_counts={("0", "79"): 1}, last_success=1.0,
+        node=NodeFacts(cordoned=True, publish_ok=True, last_success=2.0)),
         gpu_telemetry=True, check_details=True)
     out = {}
     for fam in text_string_to_metric_families(body.decode()):

@@ -44,8 +44,9 @@ from agent.outputs.node.result import (
     WRITE_STATUS,
     PublishResult,
     WriteOutcome,
+    facts_after,
 )
-from agent.report import count_opens
+from agent.report import NodeFacts, count_opens
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class Publisher:
         self._held: Dict[str, float] = {}  # write -> monotonic time it may be sent again
         self._beat_at: Optional[float] = None  # monotonic time of our last heartbeat write
         self._events = NodeEvents(self.monotonic())
+        self.facts: Optional[NodeFacts] = None  # the last attempt, for the metrics (daemon)
         # For metrics and logs (the daemon reads them; nothing here exports them).
         self.log_errors = True
         self.stats: Dict[str, Any] = {
@@ -151,6 +153,7 @@ class Publisher:
             if self.log_errors:  # `check` prints it instead (stderr stays clean)
                 log.warning("node verdict not (fully) published: %s", result.error)
         self.stats["writes"] += len(result.writes)
+        self.facts = facts_after(self.facts, result, now, self.kcfg.annotation_prefix)
         result.node, result.node_source = self.node_name, self.node_source
         return result
 
@@ -168,7 +171,7 @@ class Publisher:
 
     def _cycle(self, report: Any, now: float, mono: float, result: PublishResult) -> None:
         node = self._read(mono)
-        result.read = True
+        result.read, result.seen = True, node
         since_beat = None if self._beat_at is None else mono - self._beat_at
         plan = reconcile.plan(report, node, self.kcfg, self.opens, now, since_beat)
         result.plan = plan
@@ -217,7 +220,7 @@ class Publisher:
                 if exc.status == 409 and attempt == 1:
                     log.info("409 conflict on node %s: re-reading and re-applying",
                              self.node_name)
-                    node = self.session.read_node(mono, 0.0)
+                    node = result.seen = self.session.read_node(mono, 0.0)
                     plan = reconcile.plan(report, node, self.kcfg, self.opens, now, since_beat)
                     if not plan.node_patch:
                         return plan
@@ -228,6 +231,7 @@ class Publisher:
                 self._unreachable(WRITE_NODE, exc, mono, result)
                 return plan
             self.session.remember(answer, mono)
+            result.seen = answer
             self._held.pop(WRITE_NODE, None)
             result.writes.append(WHAT[WRITE_NODE])
             result.outcomes.append(WriteOutcome(WRITE_NODE, ok=True, code=200))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from agent.outputs.node import reconcile
+from agent.report import NodeFacts
 
 WRITE_NODE = "node"  # labels, the owned annotations, spec.unschedulable (merge patch)
 WRITE_STATUS = "status"  # the condition (strategic merge patch of nodes/<name>/status)
@@ -49,6 +50,7 @@ class PublishResult:
     nfd: Optional[str] = None
     outcomes: List[WriteOutcome] = field(default_factory=list)
     read: bool = False  # the Node was read this cycle (from the API or the session's read)
+    seen: Optional[Dict[str, Any]] = None  # the Node as last read or written this cycle
     # The kubeconfig the session used and how it was chosen (agent/kube/kubeconfig_path.py).
     kubeconfig: Optional[str] = None
     kubeconfig_source: str = ""
@@ -127,3 +129,28 @@ class PublishResult:
             "waiting": self.waiting,
             "error": self.error,
         }
+
+
+def cordoned_by_us(node: Any, prefix: str) -> bool:
+    """The Node is cordoned (spec.unschedulable) and carries this agent's `<prefix>/cordoned`
+    annotation, the pair agent/outputs/node/reconcile.py writes and removes together. A
+    cordon someone else made is not ours. Any shape is tolerated (a Node from the API)."""
+    node = node if isinstance(node, dict) else {}
+    spec, meta = node.get("spec"), node.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    return (isinstance(spec, dict) and spec.get("unschedulable") is True
+            and isinstance(annotations, dict) and f"{prefix}/cordoned" in annotations)
+
+
+def facts_after(previous: Optional[NodeFacts], result: PublishResult, now: float,
+                prefix: str) -> NodeFacts:
+    """The metrics' view after an attempt: without a read the Node's state stays as last known
+    and the attempt counts as failed; a refused or held write fails it too, while the cordon
+    state is the Node as read (the write that would change it was not accepted)."""
+    previous = previous or NodeFacts()  # None: the first attempt
+    if result.seen is None:
+        return NodeFacts(previous.cordoned, False, previous.last_success)
+    ok = result.error is None and all(
+        o.ok for o in result.outcomes if o.write in (WRITE_NODE, WRITE_STATUS))
+    return NodeFacts(cordoned_by_us(result.seen, prefix), ok,
+                     now if ok else previous.last_success)
