@@ -27,8 +27,22 @@ worker hands pynvml in.
 """
 import os
 import signal
-import subprocess
-from typing import IO, Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (
+    IO,
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
+
+if TYPE_CHECKING:
+    import subprocess
 
 WORKER_MODULE = "agent.nvml.worker"
 MAX_LINE_BYTES = 64 * 1024 * 1024  # a reply past this is dropped, not buffered on
@@ -45,12 +59,18 @@ def spawn_worker(
     python: str,
     args: Sequence[str] = (),
     env: Optional[Mapping[str, str]] = None,
-    stderr: Any = subprocess.DEVNULL,
+    stderr: Any = None,
 ) -> "subprocess.Popen[bytes]":
-    """Start ``python -m agent.nvml.worker [args]`` with pipes on stdin and stdout."""
+    """Start ``python -m agent.nvml.worker [args]`` with pipes on stdin and stdout; stderr to
+    ``stderr`` (a file), or /dev/null when None."""
+    # Imported here: the worker imports this module for its constants and load_into, and
+    # subprocess (selectors, threading's peers) was 0.8 MiB of its RSS (bench_nvml_processes).
+    import subprocess
+
     return subprocess.Popen(
         [python, "-m", WORKER_MODULE, *args],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if stderr is None else stderr,
         env=dict(os.environ if env is None else env), close_fds=True, cwd=package_parent(),
     )
 
@@ -156,6 +176,40 @@ class LibraryPin:
         """The environment of a worker started now (it loads ``want``)."""
         self.loaded = self.want
         return worker_env(base, self.want[0])
+
+
+def import_pynvml() -> Any:
+    """``import pynvml`` for the worker, without ``ctypes.util``'s imports.
+
+    pynvml.py (nvidia-ml-py 13.615.71, line 33) does ``from ctypes.util import find_library``
+    and never calls it; ctypes/util.py imports shutil and subprocess at its top (bz2, lzma,
+    tempfile, selectors with them): 2.0 MiB of the worker's RSS, measured with
+    bench/bench_nvml_processes.py. So while pynvml loads, ``ctypes.util`` is a module whose
+    ``find_library`` imports the real one when called, and is then taken out of sys.modules
+    (a later ``import ctypes.util`` gets the real module). Where either is already loaded (a
+    test importing the worker in-process) it is a plain import.
+    """
+    import sys
+
+    if "pynvml" in sys.modules or "ctypes.util" in sys.modules:
+        import pynvml
+
+        return pynvml
+
+    def find_library(name: str) -> Optional[str]:
+        from ctypes import util
+
+        return util.find_library(name)
+
+    stub = type(sys)("ctypes.util")
+    stub.find_library = find_library  # type: ignore[attr-defined]
+    sys.modules["ctypes.util"] = stub
+    try:
+        import pynvml
+    finally:
+        if sys.modules.get("ctypes.util") is stub:
+            del sys.modules["ctypes.util"]
+    return pynvml
 
 
 def error(kind: str, message: str) -> Dict[str, Any]:

@@ -33,11 +33,18 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-import pynvml
-
 from agent.nvml.events import WAIT_MS, XidWatch, error_event
-from agent.nvml.process import LIBRARY_ENV, MAINTENANCE_FLAG_ENV, NUDGE_SIGNAL, load_into
-from agent.nvml.readers import as_text, error_record, read_gpu
+from agent.nvml.process import (
+    LIBRARY_ENV,
+    MAINTENANCE_FLAG_ENV,
+    NUDGE_SIGNAL,
+    import_pynvml,
+    load_into,
+)
+
+pynvml = import_pynvml()  # before readers, which imports it too (process.py says why)
+
+from agent.nvml.readers import as_text, error_record, read_gpu  # noqa: E402 (after pynvml)
 
 SCHEMA_VERSION = 1
 
