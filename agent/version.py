@@ -8,6 +8,7 @@ distribution costs a one-shot `check` about 15 ms (bench/bench_footprint.py).
 """
 import functools
 import os
+import re
 import stat
 import sys
 from typing import Optional
@@ -25,9 +26,18 @@ def version() -> str:
     from importlib import metadata
 
     try:
-        return metadata.version(DIST_NAME)
+        return _sane(metadata.version(DIST_NAME)) or "0+unknown"
     except metadata.PackageNotFoundError:  # running from a source tree that was never installed
         return "0+unknown"
+
+
+# What a version can hold (PEP 440, local versions included), and a length no real one nears:
+# the value goes into the build_info label, JSON reports and bundles' provenance.
+_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.!+_-]{0,127}")
+
+
+def _sane(value: Optional[str]) -> Optional[str]:
+    return value if isinstance(value, str) and _VERSION.fullmatch(value) else None
 
 
 def _from_metadata_file() -> Optional[str]:
@@ -73,5 +83,5 @@ def _version_field(path: str) -> Optional[str]:
             break  # end of the headers
         key, sep, value = line.partition(":")
         if sep and key.strip().lower() == "version" and value.strip():
-            return value.strip()
+            return _sane(value.strip())
     return None

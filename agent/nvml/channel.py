@@ -53,7 +53,7 @@ class Channel:
             os.close(self._wake_w)
 
     def _run(self) -> None:
-        fd, pending = self._stdout.fileno(), b""
+        fd, pending, skipping = self._stdout.fileno(), bytearray(), False
         try:
             while True:
                 ready, _, _ = select.select([fd, self._wake_r], [], [])
@@ -62,12 +62,21 @@ class Channel:
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
                     return
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                if len(pending) > MAX_LINE_BYTES:
-                    pending = b""  # a line past the cap is dropped, not buffered on
+                # Each byte is looked at once (a bytearray grows in place; a line split off
+                # only when its newline came), so a long line costs its length, not its square.
+                *lines, rest = chunk.split(b"\n")
                 for line in lines:
-                    self._route(line)
+                    if not skipping and len(pending) + len(line) <= MAX_LINE_BYTES:
+                        self._route(bytes(pending + line) if pending else line)
+                    pending.clear()
+                    skipping = False
+                if skipping or len(pending) + len(rest) > MAX_LINE_BYTES:
+                    # a line past the cap is dropped whole, up to its newline: its tail is
+                    # not a line of its own
+                    pending.clear()
+                    skipping = True
+                else:
+                    pending += rest
         finally:
             self.ended.set()
             self.replies.put(EOF)

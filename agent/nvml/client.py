@@ -67,6 +67,9 @@ class NvmlClient(WorkerSupervisor):
                 return error_snapshot("library_not_found", missing)
             reply = self._request({"op": "snapshot"})
             if "snapshot" in reply:
+                if not isinstance(reply["snapshot"], dict):  # the worker's line is input
+                    return error_snapshot("worker_error", "the worker's snapshot is not an "
+                                          f"object ({type(reply['snapshot']).__name__})")
                 snap = dict(reply["snapshot"])
                 snap["worker"] = {"pid": reply.get("_pid"), "wall_s": reply.get("_wall_s")}
                 return snap

@@ -31,6 +31,12 @@ READ_SIZE = 8192
 # A partial line longer than this (a stream that never ends a line) is dropped, so a hostile
 # or broken source cannot grow the buffer without bound.
 MAX_PENDING = 64 * 1024
+# Reads per drain: a source that never runs dry (records written faster than they are read, or
+# a read that fails with EPIPE every time) must not keep one drain, and the poll lock the
+# cycle shares with the kernel-log watcher, forever. A full ring buffer (CONFIG_LOG_BUF_SHIFT
+# is at most 25: 32 MiB, records of at least 32 bytes) fits in one drain; more waits for the
+# next one.
+MAX_READS_PER_POLL = 1 << 20
 # Only NVRM lines matter to the agent; keeping only them bounds memory and keeps unrelated
 # kernel messages (which may carry hostnames, addresses) out of bundles.
 KEEP_MARKER = "NVRM"
@@ -120,8 +126,9 @@ class KmsgReader:
                 yield rec
 
     def __iter__(self) -> Iterator[KernelLine]:
-        """Everything available now; stops at EAGAIN or the end of a stream."""
-        while True:
+        """Everything available now; stops at EAGAIN, the end of a stream or after
+        MAX_READS_PER_POLL reads (the next iteration goes on from there)."""
+        for _ in range(MAX_READS_PER_POLL):
             try:
                 chunk = self._device.read(READ_SIZE)
             except BrokenPipeError:

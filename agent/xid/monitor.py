@@ -133,15 +133,22 @@ class XidMonitor:
     def feed_nvml(self, event: Mapping[str, Any]) -> bool:
         """One NVML XID event ({"code", "index", "uuid", "pci_bus_id", "mono_us"}); False when
         the kernel log already reported it."""
-        mono = event.get("mono_us")
+        # The worker's line is input (a library may write on its stdout): a field of the wrong
+        # type or out of range is unknown, never a label (nvml.h: index and XID code unsigned;
+        # names cut to 80 characters as checks/gpu/common.py gpu_ref cuts them).
+        code, mono = _uint(event.get("code"), 10**9), _uint(event.get("mono_us"), 2**64)
+        if code is None:
+            return False
+        uuid = event.get("uuid")
+        pci = pci_key(event.get("pci_bus_id"))
         ev = XidEvent(
-            code=int(event["code"]),
-            pci=pci_key(event.get("pci_bus_id")),
+            code=code,
+            pci=pci if pci is not None and len(pci) <= 80 else None,
             source="nvml",
-            mono_us=int(mono) if mono is not None else monotonic_us(),
-            message=f"NVML XID event {event['code']}",
-            index=event.get("index"),
-            uuid=event.get("uuid"),
+            mono_us=mono if mono is not None else monotonic_us(),
+            message=f"NVML XID event {code}",
+            index=_uint(event.get("index"), 2**32),
+            uuid=uuid[:80] if isinstance(uuid, str) and uuid else None,
         )
         return self._accept(self.gpus.resolve(ev))
 
@@ -149,7 +156,7 @@ class XidMonitor:
         """The callback for NvmlClient.watch_xid (agent/nvml/client.py): XIDs are fed in; a
         wait that failed with GPU-lost is logged (gpu-count and nvml-responsive own that
         condition, and the kernel log's XID 79 names the GPU)."""
-        if message.get("event") == "xid" and isinstance(message.get("code"), int):
+        if message.get("event") == "xid":
             self.feed_nvml(message)
         elif message.get("event") == "error":
             if self.on_event is not None:
@@ -278,3 +285,9 @@ def start_for_daemon(config: Any, xid_policy: Any, nvml: Any = None) -> XidMonit
         monitor.nvml = nvml
         nvml.watch_xid(monitor.on_nvml_message)
     return monitor
+
+
+def _uint(value: Any, limit: int) -> Optional[int]:
+    """``value`` when it is an integer in [0, limit) (a JSON true is not 1), else None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < limit
+    return value if ok else None

@@ -9,7 +9,6 @@ dev-kmsg); an XID code has at most 9 digits and an NVML index is an unsigned int
 names are cut to 80 characters like every snapshot string a verdict repeats
 (checks/gpu/common.py gpu_ref); a version is PEP 440 text.
 """
-import json
 import os
 import stat
 import sys
@@ -141,7 +140,7 @@ def fake_worker(tmp_path, reply: str) -> str:
 
 @pytest.mark.parametrize("snapshot", ['"garbage"', "[1, 2]", "7", "null"])
 def test_a_snapshot_reply_that_is_not_an_object_is_an_error_snapshot(tmp_path, snapshot):
-    python = fake_worker(tmp_path, '{"ok": true, "snapshot": %s}' % snapshot)
+    python = fake_worker(tmp_path, '{"ok": true, "snapshot": ' + snapshot + "}")
     client = NvmlClient(deadline_s=5, first_deadline_s=5, python=python)
     try:
         snap = client.snapshot()  # documented never to raise
