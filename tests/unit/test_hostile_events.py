@@ -191,3 +191,53 @@ def test_a_pep440_version_is_read(tmp_path, monkeypatch):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nVersion: 1!2.0.post3.dev4+g1a2b.c\n\n")
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
     assert v._from_metadata_file() == "1!2.0.post3.dev4+g1a2b.c"
+
+
+# -- the kernel-log watcher: a drain that always fails ----------------------------------------
+def test_a_watcher_that_gave_up_is_not_started_again_at_the_next_tick(monkeypatch):
+    """After MAX_FAILURES failed drains in a row the watcher leaves the kernel log to the
+    cycles; the daemon loop calls _watch_kernel every tick (5 s), which must not start a new
+    watcher for it, or the give-up is undone and the errors go on forever."""
+    import logging
+    import threading
+    import types
+
+    from agent.daemon import triggers
+
+    monkeypatch.setattr(triggers, "WATCH_WAIT_S", 0.01)  # the back-off, shortened
+    r, w = os.pipe()
+    os.write(w, b"x")  # readable for good
+    calls = []
+
+    def broken() -> None:
+        calls.append(1)
+        raise OSError(22, "Invalid argument")  # EINVAL: what a too-small read buffer gets
+
+    class Hooks(triggers.EventHooks):
+        def __init__(self) -> None:
+            run = types.SimpleNamespace(event_driven=True)
+            self.gen = types.SimpleNamespace(config=types.SimpleNamespace(run=run))
+            self.log = logging.getLogger("test-hostile-events")
+            self.clock = types.SimpleNamespace(monotonic=time.monotonic)
+            self.checks = []
+            self.wake = threading.Event()
+            self.stop_event = threading.Event()
+            self.xid_monitor = types.SimpleNamespace(kernel_fd=lambda: r, poll=broken)
+            self._hook_events()
+
+    hooks = Hooks()
+    try:
+        hooks._watch_kernel()
+        first = hooks._kwatch
+        assert first is not None
+        first.thread.join(20)
+        assert not first.alive()
+        for _ in range(3):  # three ticks of the daemon loop
+            hooks._watch_kernel()
+            if hooks._kwatch is not first:
+                hooks._kwatch.thread.join(20)
+        assert len(calls) == triggers.MAX_FAILURES
+    finally:
+        hooks.stop_event.set()
+        os.close(r)
+        os.close(w)
