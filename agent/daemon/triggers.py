@@ -208,8 +208,9 @@ class EventHooks:
     def _watch_kernel(self) -> None:
         """Start the kernel-log watcher (again, if it ended) while event-driven and the
         kernel log is a device; it ends by itself when a reload turns event_driven off."""
-        if self._kwatch is not None and self._kwatch.alive():
-            return
+        if self._kwatch is not None and (
+                self._kwatch.alive() or self._kwatch.failures >= MAX_FAILURES):
+            return  # running, or gave up: the cycles read the kernel log (not again each tick)
         fd = getattr(self.xid_monitor, "kernel_fd", lambda: -1)()
         if fd < 0 or not self._event_driven():
             return
