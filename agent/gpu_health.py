@@ -147,12 +147,20 @@ class _Gpus:
 
     def find(self, ref: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         uuid, pci, index = _text(ref.get("uuid")), _pci(ref.get("pci_bus_id")), ref.get("index")
-        for key, want in (("uuid", uuid), ("pci_bus_id", pci), ("index", _index(index))):
-            if want is None:
-                continue
+        wanted = [(k, w) for k, w in (("uuid", uuid), ("pci_bus_id", pci),
+                                      ("index", _index(index))) if w is not None]
+
+        def same(row: Dict[str, Any], key: str, want: Any) -> bool:
+            return bool((_pci(row[key]) if key == "pci_bus_id" else row[key]) == want)
+
+        # A row that matches every name first: a snapshot may hold one UUID twice (broken or
+        # hostile), and the first holder is then not the GPU the check named.
+        for row in self.rows:
+            if wanted and all(same(row, k, w) for k, w in wanted):
+                return row
+        for key, want in wanted:
             for row in self.rows:
-                have = _pci(row[key]) if key == "pci_bus_id" else row[key]
-                if have == want:
+                if same(row, key, want):
                     return row
         return None
 
