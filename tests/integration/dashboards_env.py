@@ -18,6 +18,7 @@ from tests.integration.agentproc import (
     start_agent,
     wait_for,
 )
+from tests.integration.dashboards_kube import KUBE_HOSTS, KUBE_JOB, KubeAgents
 
 PROM_DIR = REPO / "prometheus"
 DASHBOARDS = {"fleet": PROM_DIR / "dashboards" / "gpu-node-agent-fleet.json",
@@ -129,6 +130,7 @@ class Fleet:
         """``env``: wedged_env()'s."""
         self.agents: List[Proc] = []
         self.prom: Any = None
+        self.kube: Any = None  # the agents publishing to a Node (dashboards_kube.py)
         try:
             static = []
             for name, bundle in HOSTS.items():
@@ -146,7 +148,12 @@ class Fleet:
             self.agents.append(agent)
             static.append({"targets": [f"127.0.0.1:{port}"], "labels": {"instance": WEDGED}})
             static.append({"targets": [f"127.0.0.1:{free_port()}"], "labels": {"instance": DOWN}})
-            self.prom = RulesPrometheus(tmp, [{"job_name": JOB, "static_configs": static}])
+            self.kube = KubeAgents(tmp / "kube")
+            kube_static = [{"targets": [f"127.0.0.1:{port}"], "labels": {"instance": name}}
+                           for name, port in self.kube.ports.items()]
+            self.prom = RulesPrometheus(tmp, [{"job_name": JOB, "static_configs": static},
+                                              {"job_name": KUBE_JOB,
+                                               "static_configs": kube_static}])
             self._settle()
         except BaseException:
             self.stop()
@@ -167,14 +174,18 @@ class Fleet:
                 f'gpu_node_agent_config_last_reload_successful{{job="{JOB}"}} == 0')
             climbed = [self.prom.query(f'increase(gpu_node_agent_nvml_{c}{{job="{JOB}"}}[1h]) > 0')
                        for c in ("timeouts_total", "worker_respawns_total")]
+            # the Node agents publish after their first Report: each has read its Node
+            published = self.prom.query(f'gpu_node_agent_node_cordoned{{job="{KUBE_JOB}"}}')
             return (len(scraped) == want and len(recorded) == len(AGENTS) and len(refused) == 1
-                    and all(len(c) == 1 for c in climbed))
+                    and all(len(c) == 1 for c in climbed) and len(published) == len(KUBE_HOSTS))
 
         wait_for(ready, 60, "5 scrapes of every target and the recording rules", 0.5)
 
     def stop(self) -> None:
         if self.prom is not None:
             self.prom.stop()
+        if self.kube is not None:
+            self.kube.stop()
         for agent in self.agents:
             agent.stop()
 

@@ -15,6 +15,9 @@ The hosts (instance label: bundle):
   library, every call hanging (hang-handle.json): nvml_up 0, NVML timeouts and worker respawns
   rising; no GPU listed.
 - down: a target nothing listens on (up 0).
+In a job of their own (tests/integration/dashboards_kube.py), two agents whose Node publisher
+writes to the API double, both with gpu-xid failing: cordoned (kube.cordon_on_fatal: true,
+its Node cordoned) and not-cordoning (the option off, its Node schedulable).
 
 A padded query (`or vector(0)` and the like) is refused by text and by behaviour: every query
 returns nothing for a job that does not exist.
@@ -47,6 +50,7 @@ from tests.integration.dashboards_env import (
     targets,
     wedged_env,
 )
+from tests.integration.dashboards_kube import KUBE_JOB
 
 pytestmark = pytest.mark.integration
 ANY = None  # a value not asserted (a time or a duration)
@@ -111,6 +115,8 @@ def fleet_expectations():
         ("XIDs since boot by node and code", "A"): {lbl(instance="xid-79", xid="79"): 1},
         ("Nodes with a fatal GPU fault (cordon trigger)", "A"): {
             lbl(instance="xid-79", check="gpu-xid"): 1},
+        # a bundle's agent never publishes to a Node: no node_cordoned series in this job
+        ("Nodes cordoned by us", "A"): {},
         ("Unhealthy GPUs by node", "A"): {lbl(instance="xid-79"): 1, lbl(instance="gpu-lost"): 1},
         ("Unhealthy GPUs in the fleet", "A"): {lbl(): 2},
         # GPU 3 has no UUID (the bundle's gpus.json): an empty label is no label.
@@ -236,6 +242,30 @@ def test_fleet_panels_return_the_hosts_label_sets(fleet):
 def test_node_panels_return_the_hosts_label_sets(fleet, host):
     component("prometheus")
     _check(fleet.prom, "node", node_expectations(host), JOB, host)
+
+
+def test_cordoned_panel_lists_the_nodes_the_agent_cordoned(fleet):
+    """The agents of dashboards_kube.py publish to the API double: both see gpu-xid fail (the
+    cordon trigger), only the one with kube.cordon_on_fatal cordons its Node, and the panel
+    lists that one alone."""
+    component("prometheus")
+    prefix = "gpu-node-agent.workload.example.com"  # kube.annotation_prefix's default
+    cordoned, other = fleet.kube.node("cordoned"), fleet.kube.node("not-cordoning")
+    assert cordoned["spec"].get("unschedulable") is True
+    assert cordoned["metadata"]["annotations"][f"{prefix}/cordoned"] == "gpu-xid"
+    assert "unschedulable" not in other["spec"]
+    assert f"{prefix}/cordoned" not in other["metadata"].get("annotations", {})
+    panels = {(t, r): e for t, r, e in targets("fleet")}
+    got = {title: label_sets(fleet.prom.query(substitute(panels[(title, "A")], KUBE_JOB)))
+           for title in ("Nodes cordoned by us", "Nodes with a fatal GPU fault (cordon trigger)")}
+    assert got["Nodes cordoned by us"] == {lbl(instance="cordoned"): 1}
+    assert got["Nodes with a fatal GPU fault (cordon trigger)"] == {
+        lbl(instance="cordoned", check="gpu-xid"): 1,
+        lbl(instance="not-cordoning", check="gpu-xid"): 1}
+    # both published their whole verdict (the cordon among it) at the last attempt
+    success = fleet.prom.query(f'gpu_node_agent_node_publish_success{{job="{KUBE_JOB}"}}')
+    assert {r["metric"]["instance"]: r["value"][1] for r in success} == {
+        "cordoned": "1", "not-cordoning": "1"}
 
 
 def test_every_query_is_empty_for_a_job_that_does_not_exist(fleet):
