@@ -241,3 +241,15 @@ def test_a_watcher_that_gave_up_is_not_started_again_at_the_next_tick(monkeypatc
         hooks.stop_event.set()
         os.close(r)
         os.close(w)
+
+
+def test_an_nvml_error_line_of_a_megabyte_is_logged_cut(tmp_path, caplog):
+    mon = monitor(tmp_path, EndlessDevice(fail_after=0))
+    huge = "z" * 1_000_000
+    with caplog.at_level("WARNING", logger="gpu-node-agent"):
+        mon.on_nvml_message({"event": "error", "kind": huge, "nvml_code": [huge],
+                             "message": huge})
+    fields = [r.fields for r in caplog.records if r.getMessage() == "NVML event wait failed"]
+    assert len(fields) == 1
+    assert all(len(str(value)) <= 300 for value in fields[0].values()), {
+        k: len(str(v)) for k, v in fields[0].items()}
