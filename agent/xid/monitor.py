@@ -164,11 +164,11 @@ class XidMonitor:
                     self.on_event()
             log.warning(
                 "NVML event wait failed",
-                extra={
+                extra={  # the worker's line is input: each field cut as parts.py cuts errors
                     "fields": {
-                        "kind": message.get("kind"),
-                        "nvml_code": message.get("nvml_code"),
-                        "error": message.get("message"),
+                        "kind": str(message.get("kind"))[:300],
+                        "nvml_code": _uint(message.get("nvml_code"), 2**32),
+                        "error": str(message.get("message"))[:300],
                     }
                 },
             )
