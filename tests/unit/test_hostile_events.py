@@ -253,3 +253,23 @@ def test_an_nvml_error_line_of_a_megabyte_is_logged_cut(tmp_path, caplog):
     assert len(fields) == 1
     assert all(len(str(value)) <= 300 for value in fields[0].values()), {
         k: len(str(v)) for k, v in fields[0].items()}
+
+
+def test_a_flood_of_replies_nobody_asked_for_is_not_kept_without_bound():
+    """A worker (or a library writing JSON on its stdout) that sends reply lines between
+    requests: the client waits for one reply at a time, so the queue keeps a few, not all;
+    the end of the stream is still seen."""
+    read_end, write_end = os.pipe()
+    channel = Channel(os.fdopen(read_end, "rb", buffering=0), None, {})
+    try:
+        line = b'{"id": 1, "ok": true}\n'
+        for _ in range(100):
+            os.write(write_end, line * 100)  # 10,000 replies in all
+        os.close(write_end)
+        assert channel.ended.wait(10)
+        size = channel.replies.qsize()
+        assert size <= channel_mod.MAX_REPLIES + 1, size
+        got = [channel.replies.get_nowait() for _ in range(size)]
+        assert got[-1] is EOF
+    finally:
+        channel.stop()
