@@ -22,6 +22,10 @@ from agent.nvml.process import MAX_LINE_BYTES
 log = logging.getLogger("gpu-node-agent").getChild("nvml")
 
 EOF = None  # what the reply queue holds once the worker closed its stdout
+# Replies kept for the client: it waits for one at a time and skips stale ones, so more than
+# a few are lines nobody asked for (a library writing JSON on the worker's stdout); the
+# oldest go first, the newest may be the one awaited.
+MAX_REPLIES = 64
 EventSink = Callable[[Mapping[str, Any]], Any]
 
 
@@ -92,6 +96,9 @@ class Channel:
         if not isinstance(message, dict):
             return
         if "id" in message:
+            if self.replies.qsize() >= MAX_REPLIES:
+                with contextlib.suppress(queue.Empty):
+                    self.replies.get_nowait()
             self.replies.put(message)
             return
         kind = message.get("event")
