@@ -191,6 +191,9 @@ def node_expectations(host):
         ("Driver and toolkit", "B"): {
             j(name_="gpu_node_agent_toolkit_info", version="1.18.0", **n): 1} if host == "ready"
         else {},
+        # a bundle's agent never publishes to a Node: no node_* series
+        ("Node cordon and publish", "A"): {},
+        ("Node cordon and publish", "B"): {},
     }
 
 
@@ -263,9 +266,14 @@ def test_cordoned_panel_lists_the_nodes_the_agent_cordoned(fleet):
         lbl(instance="cordoned", check="gpu-xid"): 1,
         lbl(instance="not-cordoning", check="gpu-xid"): 1}
     # both published their whole verdict (the cordon among it) at the last attempt
-    success = fleet.prom.query(f'gpu_node_agent_node_publish_success{{job="{KUBE_JOB}"}}')
-    assert {r["metric"]["instance"]: r["value"][1] for r in success} == {
-        "cordoned": "1", "not-cordoning": "1"}
+    # the node view: the cordon (1, 0) and a whole verdict published (1) on each
+    node_panel = {r: e for t, r, e in targets("node") if t == "Node cordon and publish"}
+    for host, cordon in (("cordoned", 1), ("not-cordoning", 0)):
+        k = {"job": KUBE_JOB, "instance": host}
+        for ref, name, value in (("A", "gpu_node_agent_node_cordoned", cordon),
+                                 ("B", "gpu_node_agent_node_publish_success", 1)):
+            got = label_sets(fleet.prom.query(substitute(node_panel[ref], KUBE_JOB, host)))
+            assert got == {lbl(name_=name, **k): value}, (host, ref, got)
 
 
 def test_every_query_is_empty_for_a_job_that_does_not_exist(fleet):
