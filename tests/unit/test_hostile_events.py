@@ -273,3 +273,25 @@ def test_a_flood_of_replies_nobody_asked_for_is_not_kept_without_bound():
         assert got[-1] is EOF
     finally:
         channel.stop()
+
+
+class FailingDevice:
+    """/dev/kmsg whose every read fails (EINVAL: read(2) with a buffer too small for the
+    record, kernel Documentation/ABI/testing/dev-kmsg)."""
+
+    def read(self, size: int) -> bytes:
+        raise OSError(22, "Invalid argument")
+
+
+def test_a_kernel_log_that_fails_every_read_does_not_hold_back_nvml_faults(tmp_path):
+    """XID 79 (fallen off the bus: sticky) arrives from NVML while the kernel log cannot be
+    read: the cycle still records it, so gpu-xid sees it; the read error is still raised (the
+    daemon logs it)."""
+    mon = monitor(tmp_path, FailingDevice())
+    snap = {"gpus": [{"index": 0, "uuid": "GPU-a", "pci_bus_id": "00000000:2A:00.0"}]}
+    mon.on_nvml_message({"event": "xid", "code": 79, "index": 0, "uuid": "GPU-a",
+                         "pci_bus_id": "00000000:2A:00.0", "mono_us": 5_000_000})
+    with pytest.raises(OSError):
+        mon.cycle(snap)
+    faults = (mon.view() or {}).get("faults") or []
+    assert [(f["code"], f["source"]) for f in faults] == [(79, "nvml")]
