@@ -266,10 +266,17 @@ class XidMonitor:
             close()
 
     def cycle(self, snapshot: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        failed: Optional[Exception] = None
         with self._poll_lock:  # GpuMap is not shared with the watcher's poll meanwhile
             self.gpus.update(snapshot)  # before polling, so new XIDs get their GPU index
-            self.poll()
-        return self.record(snapshot)
+            try:
+                self.poll()
+            except Exception as exc:  # a kernel log that fails (EINVAL, EIO) for good must not
+                failed = exc  # hold back what NVML events and the snapshot found
+        state = self.record(snapshot)
+        if failed is not None:
+            raise failed  # the daemon logs it
+        return state
 
 
 def start_for_daemon(config: Any, xid_policy: Any, nvml: Any = None) -> XidMonitor:
