@@ -131,44 +131,56 @@ def _refs(r: CheckResult) -> List[Mapping[str, Any]]:
 
 
 class _Gpus:
-    """The GPU list being built, found by uuid, PCI slot or index (in that order)."""
+    """The GPU list being built, found by uuid, PCI slot or index (in that order), through
+    one dict per name (a host of 1,000 GPUs named by every check: no scan per name)."""
+
+    KEYS = ("uuid", "pci_bus_id", "index")
 
     def __init__(self, snapshot: Optional[Mapping[str, Any]]) -> None:
         self.rows: List[Dict[str, Any]] = []
+        self._by: Dict[str, Dict[Any, List[Dict[str, Any]]]] = {k: {} for k in self.KEYS}
         listed = snapshot.get("gpus") if isinstance(snapshot, Mapping) else None
         for gpu in listed if isinstance(listed, list) else ():
             if isinstance(gpu, Mapping) and _index(gpu.get("index")) is not None:
-                self.rows.append(self._row(gpu, True))
+                self._add(self._row(gpu, True))
 
     @staticmethod
     def _row(ref: Mapping[str, Any], in_nvml: bool) -> Dict[str, Any]:
         return {"index": _index(ref.get("index")), "uuid": _text(ref.get("uuid")),
                 "pci_bus_id": _text(ref.get("pci_bus_id")), "in_nvml": in_nvml, "failing": []}
 
+    @staticmethod
+    def _names(gpu: Mapping[str, Any]) -> List[Tuple[str, Any]]:
+        found = (_text(gpu.get("uuid")), _pci(gpu.get("pci_bus_id")), _index(gpu.get("index")))
+        return [(k, v) for k, v in zip(_Gpus.KEYS, found) if v is not None]
+
+    def _add(self, row: Dict[str, Any]) -> None:
+        self.rows.append(row)
+        for key, value in self._names(row):
+            self._by[key].setdefault(value, []).append(row)
+
     def find(self, ref: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
-        uuid, pci, index = _text(ref.get("uuid")), _pci(ref.get("pci_bus_id")), ref.get("index")
-        wanted = [(k, w) for k, w in (("uuid", uuid), ("pci_bus_id", pci),
-                                      ("index", _index(index))) if w is not None]
-
-        def same(row: Dict[str, Any], key: str, want: Any) -> bool:
-            return bool((_pci(row[key]) if key == "pci_bus_id" else row[key]) == want)
-
+        wanted = self._names(ref)
+        if not wanted:
+            return None
         # A row that matches every name first: a snapshot may hold one UUID twice (broken or
         # hostile), and the first holder is then not the GPU the check named.
-        for row in self.rows:
-            if wanted and all(same(row, k, w) for k, w in wanted):
+        key, want = wanted[0]
+        for row in self._by[key].get(want, ()):
+            names = dict(self._names(row))
+            if all(names.get(k) == w for k, w in wanted):
                 return row
         for key, want in wanted:
-            for row in self.rows:
-                if same(row, key, want):
-                    return row
+            rows = self._by[key].get(want)
+            if rows:
+                return rows[0]
         return None
 
     def mark(self, ref: Mapping[str, Any], check_id: str) -> None:
         row = self.find(ref)
         if row is None:  # named but not in the snapshot: a PCI slot NVML does not list
             row = self._row(ref, in_nvml=False)
-            self.rows.append(row)
+            self._add(row)
         if check_id not in row["failing"]:
             row["failing"].append(check_id)
 
