@@ -295,3 +295,44 @@ def test_a_kernel_log_that_fails_every_read_does_not_hold_back_nvml_faults(tmp_p
         mon.cycle(snap)
     faults = (mon.view() or {}).get("faults") or []
     assert [(f["code"], f["source"]) for f in faults] == [(79, "nvml")]
+
+
+# -- found fine, pinned --------------------------------------------------------------------
+def test_a_worker_that_dies_mid_event_line_leaves_no_half_event():
+    read_end, write_end = os.pipe()
+    seen = []
+    channel = Channel(os.fdopen(read_end, "rb", buffering=0), seen.append,
+                      {"events": 0, "errors": 0, "gpu_lost": 0})
+    try:
+        os.write(write_end, b'{"event": "xid", "code": 79, "index": 0}\n{"event": "xid", "co')
+        os.close(write_end)  # killed in the middle of its second line
+        assert channel.replies.get(timeout=5) is EOF
+        assert seen == [{"event": "xid", "code": 79, "index": 0}]
+    finally:
+        channel.stop()
+
+
+def test_the_nudge_never_signals_a_reaped_worker_pid(tmp_path, monkeypatch):
+    """SIGURG goes through Popen.send_signal, which polls first and sends nothing once the
+    child is reaped (CPython bpo-38630, 3.9+), so a PID reused by another process after the
+    worker died is never signalled."""
+    import io
+    import subprocess
+
+    python = fake_worker(tmp_path, '{"ok": true}')
+    client = NvmlClient(deadline_s=5, first_deadline_s=5, python=python)
+    try:
+        client._sink = lambda message: None  # events wanted: each request is nudged
+        assert client._spawn() is None
+        proc = client._proc
+        proc.stdin.close()
+        proc.wait(5)  # exited and reaped: its PID is free for reuse
+        proc.stdin = io.BytesIO()  # the write itself succeeds (a pipe buffer would)
+        killed = []
+        monkeypatch.setattr(os, "kill", lambda pid, sig: killed.append((pid, sig)))
+        client._send({"op": "ping"})
+        assert killed == []
+        assert isinstance(proc, subprocess.Popen)
+    finally:
+        monkeypatch.undo()
+        client.close()
