@@ -3,7 +3,8 @@
 - memory: `gpu-node-agent run` with the real NVML worker on the simulated 8x H100 library
   (tests/nvml_sim), every process of it (the agent and all its children) with RSS and PSS from
   /proc/PID/smaps_rollup (PSS: shared pages split between the processes that map them, so the
-  sum counts them once), beside Debian's node_exporter started in the same run;
+  sum counts them once), beside Debian's node_exporter and a bare interpreter (``site`` only,
+  the floor under every Python process) started in the same run;
 - series: the same agent's /metrics, counted, beside the ceiling 200 + 5 x (checks - 23), and
   beside an agent with every optional series on (run.gpu_telemetry, run.check_details);
 - start-up: a one-shot `check --bundle` on a full fixture host and `version`, beside the bare
@@ -174,11 +175,26 @@ def heap(tree: Path) -> Dict[str, float]:
     return dict(json.loads(out.stdout))
 
 
+def bare_interpreter(env: Dict[str, str], tree: Path) -> Dict[str, float]:
+    """RSS/PSS of this interpreter doing nothing (``site`` run, nothing imported beyond it),
+    in the agent's environment: the floor under each of the agent's Python processes."""
+    code = "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.read()"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env, cwd=tree)
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        return smaps_rollup(proc.pid)
+    finally:
+        proc.communicate(timeout=30)
+
+
 def memory_and_series(tree: Path) -> Dict[str, Any]:
     res: Dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-footprint-") as tmpdir:
         tmp = Path(tmpdir)
         env = sim_env(tmp, tree)
+        res["bare_interpreter"] = bare_interpreter(env, tree)
         node: Optional[Proc] = None
         binary = locate("node_exporter")
         if binary is not None:
@@ -220,6 +236,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--json", help="write the figures here too")
     args = ap.parse_args(argv)
     trees = [Path(args.tree).resolve()] + ([Path(args.baseline).resolve()] if args.baseline else [])
+    for tree in trees:  # bytecode as an installed package has it (pip compiles at install):
+        # without it (PYTHONDONTWRITEBYTECODE, a fresh `git archive`) every process compiles
+        # each module again, which costs time and memory no installed agent pays
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "agent"),
+                        str(tree / "checks")], stdout=subprocess.DEVNULL, check=False)
     cli = [sys.executable, "-m", "agent.cli"]
     check = ["-m", "agent.cli", "check", "--bundle", str(FULL_HOST)]
     floor = timed([sys.executable, "-c", "pass"], trees, args.runs)
@@ -268,6 +289,13 @@ def report(r: Dict[str, Any]) -> None:
                   f" {p['Pss_File']:9.1f}")
         rss, pss = sum(p["Rss"] for p in rows), sum(p["Pss"] for p in rows)
         print(f"  {who} total, {len(rows)} process(es): RSS {rss:.1f}, PSS {pss:.1f}")
+    bare = r.get("bare_interpreter")
+    if bare:
+        print(f"  {'python (bare interpreter, reference)':<34} {bare['Rss']:7.1f} {bare['Pss']:7.1f}"
+              f" {bare['Pss_Anon']:9.1f} {bare['Pss_File']:9.1f}")
+        print("  each agent process's RSS / the bare interpreter's: " + ", ".join(
+            f"{p['what'].split()[1] if len(p['what'].split()) > 1 else p['what']} "
+            f"{p['Rss'] / bare['Rss']:.2f}" for p in r["agent"]))
     if r.get("node_exporter"):
         a = sum(p["Pss"] for p in r["agent"])
         n = sum(p["Pss"] for p in r["node_exporter"])
