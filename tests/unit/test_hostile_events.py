@@ -336,3 +336,44 @@ def test_the_nudge_never_signals_a_reaped_worker_pid(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         client.close()
+
+
+def test_an_xid_storm_wakes_the_daemon_loop_once_per_evaluation():
+    """Events that arrive while an evaluation is pending join it and do not move its time
+    (triggers.py: coalescing, one per second at most), so waking the loop for each of them
+    only spins it: one wake per pending evaluation."""
+    import threading
+    import types
+
+    from agent.daemon import triggers
+
+    class CountingWake:
+        def __init__(self) -> None:
+            self.sets = 0
+
+        def set(self) -> None:
+            self.sets += 1
+
+    now = [100.0]
+
+    class Hooks(triggers.EventHooks):
+        def __init__(self) -> None:
+            run = types.SimpleNamespace(event_driven=True)
+            self.gen = types.SimpleNamespace(config=types.SimpleNamespace(run=run))
+            self.clock = types.SimpleNamespace(monotonic=lambda: now[0])
+            self.checks = []
+            self.wake = CountingWake()
+            self.stop_event = threading.Event()
+            self.xid_monitor = None
+            self._hook_events()
+
+    hooks = Hooks()
+    for _ in range(10_000):
+        hooks.event_seen()
+    assert hooks.wake.sets == 1
+    assert hooks.events.notices == 10_000
+    assert hooks.events.take(now[0])  # the loop runs the evaluation
+    now[0] += 0.5
+    hooks.event_seen()  # a new event after it: pending again, due at 101.0
+    assert hooks.wake.sets == 2
+    assert hooks.events.due_at() == 101.0
