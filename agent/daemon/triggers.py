@@ -59,11 +59,14 @@ class EventTrigger:
         self.evaluations = 0  # event-driven evaluations started
         self.covered = 0  # pending events a scheduled fast cycle took care of
 
-    def notify(self) -> None:
+    def notify(self) -> bool:
+        """Note an event; True when it made an evaluation pending (later ones join it)."""
         with self._lock:
             self.notices += 1
             if self._pending_since is None:
                 self._pending_since = self.monotonic()
+                return True
+            return False
 
     def pending(self) -> bool:
         with self._lock:
@@ -201,8 +204,9 @@ class EventHooks:
 
     def event_seen(self) -> None:
         """A GPU event (any thread): evaluate the checks it concerns soon (run.event_driven)."""
-        if self._event_driven():
-            self.events.notify()
+        # Only an event that made an evaluation pending wakes the loop: later ones join it and
+        # leave its time as it was, so waking for each of an XID storm would only spin the loop.
+        if self._event_driven() and self.events.notify():
             self.wake.set()
 
     def _watch_kernel(self) -> None:
