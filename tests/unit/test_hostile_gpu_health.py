@@ -88,3 +88,24 @@ def test_finding_the_gpus_a_check_names_does_not_scan_every_gpu_per_name(monkeyp
     health = evaluate([_result(f"check-{k}", refs) for k in range(7)], {"gpus": gpus}, PATH)
     assert health.healthy_count == 0 and len(health.gpus) == 1000
     assert len(calls) <= 4 * (1000 + 7 * 1000), len(calls)
+
+
+def test_a_node_whose_annotations_are_of_the_wrong_types_is_planned_not_raised():
+    """The Node comes from the API or a bundle's host.json: annotations that are a list, a
+    value that is a number or an object; the unhealthy-gpus annotation is written as text."""
+    from agent.outputs.node.reconcile import plan
+    from agent.report import build_report
+    from tests.kube_reports import config as kube_config
+
+    ann = "gpu-node-agent.workload.example.com/unhealthy-gpus"
+    snap = {"gpus": [{"index": i, "uuid": f"GPU-{i}", "pci_bus_id": f"00000000:1{i}:00.0"}
+                     for i in range(8)]}
+    rep = build_report([_result("gpu-xid", [{"index": 5, "uuid": "GPU-5"}])], PATH, False,
+                       "h", 0.0, "t", gpus=snap, min_healthy_gpus=7)
+    cfg = kube_config(cordon_on_fatal=True).kube
+    for annotations in ([ann, "GPU-5"], {ann: 5}, {ann: {"GPU-5": True}}, "GPU-5", None):
+        node = {"metadata": {"name": "n", "labels": ["x"], "annotations": annotations},
+                "spec": [], "status": {"conditions": "none"}}
+        p = plan(rep, node, cfg, 3, 1.0e9)
+        assert p.node_patch["metadata"]["annotations"][ann] == "GPU-5", annotations
+        assert "spec" not in p.node_patch  # 7 of 8 healthy: not cordoned
