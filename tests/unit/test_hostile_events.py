@@ -377,3 +377,18 @@ def test_an_xid_storm_wakes_the_daemon_loop_once_per_evaluation():
     hooks.event_seen()  # a new event after it: pending again, due at 101.0
     assert hooks.wake.sets == 2
     assert hooks.events.due_at() == 101.0
+
+
+def test_a_deeply_nested_line_does_not_end_the_reader():
+    """json.loads raises RecursionError, not ValueError, on nesting past the interpreter's
+    limit: one such line from the worker must be dropped like any other bad line, not end
+    the reader (whose EOF the supervisor would take for a dead or hung worker)."""
+    read_end, write_end = os.pipe()
+    channel = Channel(os.fdopen(read_end, "rb", buffering=0), None, {})
+    try:
+        os.write(write_end, b"[" * 100_000 + b"\n" + b'{"id": 3, "ok": true}\n')
+        assert channel.replies.get(timeout=5) == {"id": 3, "ok": True}
+        assert not channel.ended.is_set()
+    finally:
+        os.close(write_end)
+        channel.stop()
