@@ -91,7 +91,7 @@ class Channel:
     def _route(self, line: bytes) -> None:
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # nesting past the interpreter's recursion limit
             return
         if not isinstance(message, dict):
             return
