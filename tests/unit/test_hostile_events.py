@@ -392,3 +392,29 @@ def test_a_deeply_nested_line_does_not_end_the_reader():
     finally:
         os.close(write_end)
         channel.stop()
+
+
+def test_a_long_line_in_many_reads_is_one_message():
+    """A snapshot of many GPUs arrives in many reads (a pipe holds 64 KiB): it is routed once,
+    whole, between the lines around it."""
+    read_end, write_end = os.pipe()
+    channel = Channel(os.fdopen(read_end, "rb", buffering=0), None, {})
+    big = '{"id": 2, "ok": true, "pad": "' + "p" * 3_000_000 + '"}\n'
+    data = b'{"id": 1, "ok": true}\n' + big.encode() + b'{"id": 3, "ok": true}\n'
+
+    def writer() -> None:
+        for i in range(0, len(data), 65536):
+            os.write(write_end, data[i:i + 65536])
+        os.close(write_end)
+
+    import threading
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        got = [channel.replies.get(timeout=10) for _ in range(4)]
+        assert [g and g["id"] for g in got] == [1, 2, 3, None]
+        assert len(got[1]["pad"]) == 3_000_000
+    finally:
+        t.join(10)
+        channel.stop()
