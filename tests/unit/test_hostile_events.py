@@ -418,3 +418,27 @@ def test_a_long_line_in_many_reads_is_one_message():
     finally:
         t.join(10)
         channel.stop()
+
+
+# -- a flood of XIDs on GPUs and codes that do not exist --------------------------------------
+def test_a_flood_of_distinct_gpus_and_codes_keeps_the_counter_and_dedupe_bounded():
+    """An index below 2**32 and a code of 9 digits are each valid, so a library (or a worker)
+    sending distinct ones could grow one counter series and one dedupe queue per pair
+    without bound. Past MAX_PAIRS new pairs are not counted (their total is), and the dedupe
+    forgets its oldest pairs first."""
+    from agent.xid.events import MAX_PAIRS, Deduper, XidCounter, XidEvent
+
+    counter = XidCounter()
+    for i in range(MAX_PAIRS + 904):
+        counter.record(str(i), 31)
+    counter.record("0", 31)  # a pair it has: still counted
+    counts = counter.counts()
+    assert len(counts) == MAX_PAIRS and counts[("0", 31)] == 2
+    assert counter.dropped == 904
+    dedupe = Deduper(5.0)
+    for i in range(MAX_PAIRS + 904):
+        dedupe.is_duplicate(XidEvent(code=i, pci="0000:2a:00", source="nvml", mono_us=i))
+    assert len(dedupe._recent) == MAX_PAIRS
+    # the newest pairs are the ones kept: a kernel-log report of the last one still matches
+    last = MAX_PAIRS + 903
+    assert dedupe.is_duplicate(XidEvent(code=last, pci="0000:2a:00", source="kmsg", mono_us=last))
