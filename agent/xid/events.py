@@ -35,6 +35,10 @@ _XID = re.compile(
 _CODE_DIGITS = 9
 # NVML indices are unsigned ints (nvml.h).
 _INDEX_LIMIT = 2**32
+# (GPU, XID) pairs kept by the counter and the dedupe: a host has at most a few hundred (GPUs
+# times the codes NVIDIA's XID catalogue lists), so a flood of distinct ones (a broken library,
+# a forged line) is what reaches this, not a real host.
+MAX_PAIRS = 4096
 _PID = re.compile(r"pid='?([^,']*)'?")
 _NAME = re.compile(r"name=([^,]*)")
 # XID 154 reports the driver's recovery action; "to 0x0 (None)" = nothing left to do, i.e.
@@ -190,9 +194,13 @@ class XidCounter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Dict[Tuple[str, int], int] = collections.Counter()
+        self.dropped = 0  # XIDs of pairs past MAX_PAIRS, not exported
 
     def record(self, gpu: str, code: int, n: int = 1) -> None:
         with self._lock:
+            if (gpu, code) not in self._counts and len(self._counts) >= MAX_PAIRS:
+                self.dropped += n
+                return
             self._counts[(gpu, code)] += n
 
     def counts(self) -> Dict[Tuple[str, int], int]:
@@ -222,8 +230,9 @@ class Deduper:
         if other and abs(other[0] - ev.mono_us) <= self.window_us:
             other.popleft()
             return True
-        mine = self._recent.setdefault(
-            (gpu, ev.code, ev.source), collections.deque(maxlen=self.per_key)
-        )
+        key = (gpu, ev.code, ev.source)
+        if key not in self._recent and len(self._recent) >= MAX_PAIRS:
+            del self._recent[next(iter(self._recent))]  # the oldest pair: O(1), dicts keep order
+        mine = self._recent.setdefault(key, collections.deque(maxlen=self.per_key))
         mine.append(ev.mono_us)
         return False
