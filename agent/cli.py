@@ -16,7 +16,15 @@ import time
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from agent.cli_commands import cmd_clear, cmd_collect, cmd_config, cmd_explain, cmd_version
-from agent.cli_common import emit, ids, load_config, nvml_library_for, registry, validate_ids
+from agent.cli_common import (
+    defer_importlib_metadata,
+    emit,
+    ids,
+    load_config,
+    nvml_library_for,
+    registry,
+    validate_ids,
+)
 from agent.cli_common import resolve_policy as resolve_policy  # public: tests and tools use it
 from agent.cli_parser import build_parser as _build_parser
 from agent.errors import EXIT_CLOSED as EXIT_CLOSED  # the exit codes: agent/errors.py's table
@@ -178,6 +186,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # costs a one-shot `check` ~10 ms (pydantic docs, "Plugins": PYDANTIC_DISABLE_PLUGINS;
     # bench/bench_footprint.py). A value the environment sets is kept.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    defer_importlib_metadata()  # pydantic imports it for that scan alone (cli_common says why)
     words = list(argv if argv is not None else sys.argv[1:])
     # Anywhere before a `--` (a value such as `--only --debug` is refused by the parser anyway).
     debug = "--debug" in (words[: words.index("--")] if "--" in words else words)

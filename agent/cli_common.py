@@ -11,6 +11,58 @@ if TYPE_CHECKING:
     from checks.policy import ResolvedPolicy
 
 
+METADATA = "importlib.metadata"
+# What the libraries the agent imports take from importlib.metadata by name at their import:
+# pydantic 2.13/2.14 plugin/_loader.py (entry_points, distributions), networks.py (version),
+# version.py (distribution); agent/version.py (version, distribution).
+DEFERRED_NAMES = ("entry_points", "distributions", "distribution", "version")
+
+
+def defer_importlib_metadata() -> None:
+    """Make ``importlib.metadata`` a stand-in that imports the real module on first use.
+
+    pydantic's plugin loader imports it at import time and only calls it to scan for plugins,
+    which PYDANTIC_DISABLE_PLUGINS turns off (cli.main). Importing it brings 29 modules
+    (email, zipfile, shutil, tempfile, importlib.resources, bz2, lzma): 1.1 MiB of Python heap
+    and 38-43 ms CPU on the bench machine (bench/bench_footprint.py, docs/decisions.md). The
+    stand-in's functions, and any other attribute asked of it, load the real module (the
+    stand-in is first taken out of sys.modules and importlib), so every caller gets exactly
+    what the real module gives. A process that already imported it (a test) is left alone.
+    """
+    if METADATA in sys.modules:
+        return
+    import importlib
+    import types
+
+    def real() -> Any:
+        if sys.modules.get(METADATA) is stand_in:
+            del sys.modules[METADATA]
+        if importlib.__dict__.get("metadata") is stand_in:
+            del importlib.__dict__["metadata"]
+        return importlib.import_module(METADATA)
+
+    class Deferred(types.ModuleType):
+        def __getattr__(self, name: str) -> Any:
+            # The import system asks a module for ``__path__`` (is it a package?) on every
+            # `from ... import`; that alone must not load it.
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return getattr(real(), name)
+
+    def deferred(name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return getattr(real(), name)(*args, **kwargs)
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    stand_in = Deferred(METADATA)
+    for name in DEFERRED_NAMES:
+        setattr(stand_in, name, deferred(name))
+    sys.modules[METADATA] = stand_in
+    importlib.__dict__["metadata"] = stand_in
+
+
 def emit(text: str) -> None:
     """Write to stdout; a reader that went away (`explain | head`) is not an error. The
     descriptor is then pointed at /dev/null so the interpreter's final flush cannot raise

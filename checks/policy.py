@@ -4,7 +4,6 @@ Only the composition root loads a Policy; checks receive it resolved for one all
 path (``ResolvedPolicy``) so they never look the path up themselves.
 """
 import datetime
-import importlib.resources
 from typing import Any, Dict, List, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,7 +17,7 @@ from checks.fabric.policy import ImexPolicy
 from checks.gpu.health_policy import HealthPolicy
 from checks.gpu.policy import GpuPolicy
 from checks.operator.policy import OperatorPolicy
-from checks.xid.policy import XidPolicy, merge_xid_data
+from checks.xid.policy import XidPolicy, merge_xid_data, package_text
 
 KNOWN_POLICY_VERSIONS = tuple(range(1, LATEST_POLICY_VERSION + 1))
 # The XID table each policy version uses (xid_policy_v<N>.yaml); v2 changed no XID row.
@@ -119,7 +118,7 @@ class ResolvedPolicy:
 
 
 def _policy_file(version: int) -> Dict[str, Any]:
-    text = importlib.resources.files("checks").joinpath(f"policy_v{version}.yaml").read_text()
+    text = package_text(f"policy_v{version}.yaml")
     data = safe_load(text)
     assert isinstance(data, dict)
     return data

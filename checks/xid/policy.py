@@ -4,7 +4,7 @@ Defaults live in xid_policy_v1.yaml (every choice cited there); the config overr
 field under ``policy: {xid: ...}``. checks.policy.Policy carries it as ``policy.xid``.
 """
 
-import importlib.resources
+import os
 from typing import Any, Dict, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -56,8 +56,23 @@ class XidPolicy(_Strict):
         return self.klass(code) in STICKY_CLASSES
 
 
+def package_text(name: str) -> str:
+    """The UTF-8 text of ``name``, a data file of the ``checks`` package, read through the
+    package's loader the way pkgutil.get_data reads it (a directory or a zip, Python docs
+    "pkgutil.get_data"). importlib.resources would read the same bytes, but importing it
+    brings tempfile, zipfile and shutil into a one-shot `check` (docs/decisions.md)."""
+    import checks
+
+    loader = getattr(checks.__spec__, "loader", None)
+    get_data = getattr(loader, "get_data", None)
+    if get_data is None or not checks.__file__:
+        raise FileNotFoundError(f"checks/{name}: the checks package has no loader to read it")
+    data = get_data(os.path.join(os.path.dirname(checks.__file__), name))
+    return bytes(data).decode("utf-8")
+
+
 def default_xid_data(version: int = 1) -> Dict[str, Any]:
-    text = importlib.resources.files("checks").joinpath(f"xid_policy_v{version}.yaml").read_text()
+    text = package_text(f"xid_policy_v{version}.yaml")
     data = safe_load(text)
     assert isinstance(data, dict)
     return data
