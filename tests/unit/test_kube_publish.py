@@ -112,6 +112,38 @@ def test_5xx_backs_off_with_no_write_then_recovers(api, status):
     assert labels(double)[HEALTH] == "true"
 
 
+def test_a_gpu_event_report_tries_once_inside_the_backoff(api):
+    """An event-driven Report (an XID: agent/daemon/triggers.py) is not held for the rest of a
+    jitter window of up to 600 s after a transient error: it tries once at once. A second
+    event while still failing waits like a scheduled Report (no hot retry in an XID storm)."""
+    import dataclasses
+
+    double, kc = api
+    clock = Clock()
+    pub = publisher(kc, clock, consecutive_opens=1)
+    double.inject(503, count=1)
+    assert "HTTP 503" in pub.publish(report()).error
+    clock.t += 1
+    n = len(double.log)
+    assert pub.publish(report({"gpu-xid": "XID 79"})).waiting and len(double.log) == n
+    event = dataclasses.replace(report({"gpu-xid": "XID 79"}), trigger="event")
+    assert pub.publish(event).error is None and len(double.log) > n
+    assert labels(double)[HEALTH] == "false" and condition(double)["status"] == "False"
+    # a success ends the backoff: the next scheduled Report is not held by the old window
+    clock.t += 1
+    assert pub.publish(report()).waiting is None
+    # and the run of failures: the next failure allows one early try again
+    double.inject(503, count=1)
+    clock.t += 300  # the next heartbeat is due, so the scheduled Report writes and fails
+    assert "HTTP 503" in pub.publish(report()).error
+    double.inject(503, count=1)
+    clock.t += 1
+    assert "HTTP 503" in pub.publish(event).error  # the early try, failing
+    clock.t += 1
+    n = len(double.log)
+    assert pub.publish(event).waiting and len(double.log) == n  # used: waits
+
+
 def test_429_honours_retry_after(api):
     double, kc = api
     clock = Clock()

@@ -15,13 +15,11 @@ annotations, a cordon) and its status (the condition). A refusal of one (403, 42
 reported with the server's reason, held for FORBIDDEN_WAIT_S, and the other is still written.
 A failed read writes nothing, so an outage never flips a label or the condition to healthy.
 Transient errors (unreachable, 5xx, 429, a 2xx that is not a Node) wait a random time up
-to two heartbeat intervals (full jitter); Retry-After is honoured up to the heartbeat
-interval; 409 re-reads and re-applies once. Intervals, backoff and rate limits run on the
-monotonic clock; the wall clock is read only for the timestamps written to the Node.
-
-Each verdict transition is also an Event (agent/outputs/node/events.py); a failed read is
-explained in one line (agent/outputs/node/hints.py); the NFD feature file is written beside
-(agent/outputs/node/nfdfile.py). What a cycle did: agent/outputs/node/result.py.
+to two heartbeat intervals (full jitter; a GPU event's Report tries once sooner); Retry-After
+is honoured up to the heartbeat interval; 409 re-reads and re-applies once. Intervals run on
+the monotonic clock. A verdict transition is also an Event (events.py); a failed read is
+explained in one line (hints.py); the NFD file is written beside (nfdfile.py); what a cycle
+did: result.py.
 """
 
 import logging
@@ -68,8 +66,7 @@ class Publisher:
         self.config = config
         self.kcfg = config.kube
         self.dry_run = dry_run
-        self.clock = clock  # wall: the timestamps written
-        # Intervals run on the monotonic clock; a test that drives `clock` drives both.
+        self.clock = clock  # wall: the timestamps written; intervals run on the monotonic one
         self.monotonic = monotonic or (time.monotonic if clock is time.time else clock)
         self.rng = rng
         # The command line hands in the process's session; without one (tests, the
@@ -89,13 +86,9 @@ class Publisher:
         self.facts: Optional[NodeFacts] = None  # the last attempt, for the metrics (daemon)
         # For metrics and logs (the daemon reads them; nothing here exports them).
         self.log_errors = True
-        self.stats: Dict[str, Any] = {
-            "attempts": 0,
-            "errors": 0,
-            "writes": 0,
-            "last_success": None,
-            "last_error": None,
-        }
+        self.stats: Dict[str, Any] = {"attempts": 0, "errors": 0, "writes": 0,
+                                      "last_success": None, "last_error": None}
+        self._early_used = False  # a GPU event's one try inside a backoff (_early_try)
 
     def close(self) -> None:
         self.session.close()
@@ -123,7 +116,7 @@ class Publisher:
             result.nfd = publish_nfd(self.config, report, self.opens, now, self.dry_run)
         if not self.kcfg.enabled:
             return result
-        if mono < self._next_attempt:
+        if mono < self._next_attempt and not self._early_try(report):
             result.node, result.node_source = self.node_name, self.node_source
             result.waiting = (
                 f"backing off after an API error, next try in {self._next_attempt - mono:.0f}s"
@@ -133,8 +126,8 @@ class Publisher:
         try:
             self._resolve_name()
             self._cycle(report, now, mono, result)
-            if not result.error:
-                self._failures = 0
+            if not result.error:  # a success (an early one too) ends the backoff
+                self._failures, self._early_used, self._next_attempt = 0, False, 0.0
                 self.stats["last_success"] = now
         except ApiError as exc:  # the read
             try:
@@ -276,6 +269,14 @@ class Publisher:
         self._fail(mono, None)
 
     # -- errors ---------------------------------------------------------------------------
+    def _early_try(self, report: Any) -> bool:
+        """A GPU event's Report (agent/daemon/triggers.py) tries once inside a backoff window:
+        a fault is one node's, never the fleet's at once, so it cannot herd; once per run of
+        failures, so an XID storm during an outage is no hot retry."""
+        early = getattr(report, "trigger", "schedule") == "event" and not self._early_used
+        self._early_used = self._early_used or early
+        return early
+
     def _fail(self, mono: float, exc: Optional[ApiError]) -> None:
         self._failures += 1
         self._stale = True  # the Node may have changed meanwhile: re-read before writing
