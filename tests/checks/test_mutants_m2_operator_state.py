@@ -21,6 +21,9 @@ LIB = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
     ("/usr//lib/libnvidia-ml.so.1", False),  # not normalised
     ("/usr/lib/./libnvidia-ml.so.1", False),
     ("/usr/lib/", False),
+    # Dots and spaces inside a name are a name, not a climb.
+    ("/opt/nvidia..535/libnvidia-ml.so.1", True),
+    ("/opt/old .. new/libnvidia-ml.so.1", True),
     ("/" + "a" * 4094, True),  # 4095 characters: the longest taken
     ("/" + "a" * 4095, False),  # 4096: PATH_MAX counts the NUL too
 ])
