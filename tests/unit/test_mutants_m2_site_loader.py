@@ -222,14 +222,26 @@ def test_a_name_with_a_newline_is_shown_escaped(tmp_path: Path) -> None:
 
 
 def test_sixty_four_checks_and_no_more(tmp_path: Path) -> None:
-    files = {f"c{i:02d}.sh": "#!/bin/sh\n" for i in range(65)}
+    files = {f"c{i:02d}.sh": "#!/bin/sh\n" for i in range(66)}
     d = _dir(tmp_path, files)
     checks = load_site_checks(str(d))
-    assert len(checks) == 65  # 64 site checks, then site-checks naming the 65th
+    assert len(checks) == 65  # 64 site checks, then site-checks naming the 65th and 66th
     assert checks[63].id == "site-c63" and checks[64].id == "site-checks"
     out = _out(checks[64])
     assert out.code == "site-check-name"
-    assert out.summary == f"{d}: not run: c64.sh (more than 64 site checks)"
+    assert out.summary == (f"{d}: not run: c64.sh (more than 64 site checks); "
+                           "c65.sh (more than 64 site checks)")
+
+
+def test_the_summary_names_five_bad_files_and_the_details_all(tmp_path: Path) -> None:
+    bad = [f"Bad{i}.sh" for i in range(6)]
+    d = _dir(tmp_path, {**{b: "#!/bin/sh\n" for b in bad}, "ok.sh": "#!/bin/sh\n"})
+    checks = load_site_checks(str(d))
+    assert [c.id for c in checks] == ["site-ok", "site-checks"]
+    out = _out(checks[1])
+    words = [f"{b} (not lowercase kebab-case)" for b in bad]
+    assert out.summary == f"{d}: not run: " + "; ".join(words[:5])
+    assert out.details == {"path": str(d), "files": words}
 
 
 # --- asked again before each run on a live host --------------------------------------------

@@ -160,3 +160,39 @@ def test_a_refusal_carries_its_details() -> None:
     got = refusal("s", "site-check-name", path="/d", files=["x"])(None, None)
     assert (got.status, got.summary, got.code) == (Status.UNKNOWN, "s", "site-check-name")
     assert got.details == {"path": "/d", "files": ["x"]}
+
+
+# --- what interpret keeps of a run (docs/site-checks.md, "How it runs" and "The answer") ------
+
+def test_the_first_two_kib_of_each_stream_are_kept_with_path_and_exit_code() -> None:
+    out, err = "o" * 3000 + "\n", "e" * 3000
+    got = interpret(CommandResult(("x",), 1, out, err), P, 30)
+    assert (got.status, got.code) == (Status.FAIL, "site-check-failed")
+    assert got.details == {"path": P, "exit_code": 1, "output": "o" * 2048, "stderr": "e" * 2048}
+
+
+def test_a_timeout_names_its_deadline() -> None:
+    got = interpret(CommandResult(("x",), 124, "started\n", ""), P, 7)
+    assert got.summary == f"{P} did not finish within its 7s deadline; killed"
+    assert got.details == {"path": P, "exit_code": 124, "output": "started\n", "stderr": "",
+                           "deadline_s": 7}
+
+
+def test_not_recorded_names_the_command() -> None:
+    got = interpret(CommandResult(("/usr/bin/env", "-i"), -1, "", "", not_recorded=True), P, 30)
+    assert got.status == Status.SKIP
+    assert got.summary == f"{P}: not run here (`/usr/bin/env -i` not recorded for this host)"
+    assert got.details == {"path": P}
+
+
+@pytest.mark.parametrize("rc, why", [
+    # 126: found but not executable (POSIX "Command Search and Execution"): the command's
+    # own words, from its stderr.
+    (126, "`x` exited 126: permission denied"),
+    (-9, "`x` exited -9: permission denied"),  # a signal
+    (3, f"{P} exited 3"),
+])
+def test_unknown_exit_codes_are_worded(rc: int, why: str) -> None:
+    got = interpret(CommandResult(("x",), rc, "", "permission denied\n"), P, 30)
+    assert (got.status, got.code) == (Status.UNKNOWN, "site-check-unknown")
+    assert got.summary == f"{why} (0 is pass, 1 is fail, anything else unknown)"
