@@ -196,3 +196,18 @@ def test_unknown_exit_codes_are_worded(rc: int, why: str) -> None:
     got = interpret(CommandResult(("x",), rc, "", "permission denied\n"), P, 30)
     assert (got.status, got.code) == (Status.UNKNOWN, "site-check-unknown")
     assert got.summary == f"{why} (0 is pass, 1 is fail, anything else unknown)"
+
+
+def test_a_status_line_without_a_summary_falls_back_to_the_exit() -> None:
+    got = _said('{"status": "warn"}')
+    assert (got.status, got.code, got.summary) == (Status.WARN, "site-check-warn",
+                                                    f"{P} exited 0")
+    got = _said('{"status": "fail", "summary": ""}')
+    assert (got.status, got.summary) == (Status.FAIL, f"{P} exited 0")
+
+
+def test_bad_output_keeps_the_output() -> None:
+    got = interpret(CommandResult(("x",), 0, '{"status": "maybe"}\n', "warned\n"), P, 30)
+    assert got.code == "site-check-bad-output"
+    assert got.details == {"path": P, "exit_code": 0, "output": '{"status": "maybe"}\n',
+                           "stderr": "warned\n"}
