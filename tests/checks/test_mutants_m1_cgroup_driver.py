@@ -19,7 +19,9 @@ EXTRA = ('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.
 def test_discover_adds_the_flagged_kubelet_config_then_the_defaults(tmp_path):
     host = tree(tmp_path, {"/var/lib/kubelet/kubeadm-flags.env": FLAGS, DEFAULT_CONFIG: CONFIG,
                            "/etc/containerd/extra.toml": EXTRA})
-    reads, presence = CONTAINERD_CGROUP_DRIVER.discover(host)
+    discover = CONTAINERD_CGROUP_DRIVER.discover
+    assert discover is not None
+    reads, presence = discover(host)
     assert list(reads) == [DEFAULT_CONFIG, "/etc/containerd/extra.toml",
                            "/srv/kubelet/custom.yaml", "/var/lib/kubelet/config.yaml",
                            "/etc/kubernetes/kubelet/config.json"]
@@ -28,7 +30,9 @@ def test_discover_adds_the_flagged_kubelet_config_then_the_defaults(tmp_path):
 
 def test_discover_without_kubelet_flags_names_the_two_defaults(tmp_path):
     host = tree(tmp_path, {DEFAULT_CONFIG: "version = 2\n"})
-    reads, presence = CONTAINERD_CGROUP_DRIVER.discover(host)
+    discover = CONTAINERD_CGROUP_DRIVER.discover
+    assert discover is not None
+    reads, presence = discover(host)
     assert list(reads) == [DEFAULT_CONFIG, "/var/lib/kubelet/config.yaml",
                            "/etc/kubernetes/kubelet/config.json"]
     assert list(presence) == []
