@@ -164,7 +164,3 @@ def _sharing_label(key: str) -> bool:
     if not key.endswith((".replicas", ".sharing-strategy")):
         return False
     return key.startswith((GPU_RESOURCE + ".", MIG_RESOURCE_PREFIX))
-
-
-def strategies(ev: Mapping[str, Any]) -> List[str]:
-    return sorted({f["strategy"] for f in ev.get("found") or []})

@@ -21,6 +21,7 @@ Exit status: 1 when a named mutation survives, or when the kill rate is under
 budget are reported as "not run", never counted as killed.
 """
 import argparse
+import ast
 import fnmatch
 import os
 import re
@@ -54,10 +55,38 @@ MUTMUT_IGNORE = ["--ignore=tests/checks/test_bundle_isolation.py",
                  "--ignore=tests/unit/test_import_arrows.py",
                  "--ignore=tests/unit/test_runtime_dependencies.py",
                  "--deselect=tests/checks/test_operator_state.py::"
-                 "test_a_collected_bundle_judges_as_the_host_did"]
+                 "test_a_collected_bundle_judges_as_the_host_did",
+                 # The daemon loop's tests (threads, a child process, the upgrade flag file)
+                 # wait on timing; under mutmut's trampolines on loaded cores one failed in the
+                 # mapping run, which needs every test green, so nothing was scored. They reach
+                 # no target the unit tests of report/reconcile do not judge directly.
+                 "--ignore=tests/unit/test_daemon_cycle.py",
+                 "--ignore=tests/unit/test_daemon_upgrade.py",
+                 "--ignore=tests/unit/test_daemon_upgrade_run.py"]
 # The tests mutants are judged by: the unit and fixture tiers plus the policy, constants and
 # safety-guard tables. Not the fuzz tier (hypothesis draws differ per run, so a kill would not
 # be reproducible) nor integration (real daemons; minutes per mutant).
+# The walks: tests that evaluate every registered check on every fixture bundle (256) or run
+# the whole CLI per bundle. mutmut maps a test to every function it reaches, so each of these
+# ~600 parametrized cases is mapped to every check function and rerun for every mutant in it
+# (5.5 s a mutant, measured). What they assert is registry-wide (each path's gate equals the
+# path alone, every skip names its kind, the wording rules, each code has a bundle, whole
+# fixture hosts): a mutant in one check changes both sides of a self-consistency walk alike.
+# The per-check tests in tests/checks (one Outcome per branch, expected values from the cited
+# sources) judge a check's mutants; the walks keep running in the unit tier. `--with-walks`
+# puts them back (a full-strength, ~7 h run).
+MUTMUT_WALKS = ["--ignore=tests/checks/test_per_path_truth.py",
+                "--ignore=tests/checks/test_honest_skips.py",
+                "--ignore=tests/checks/test_bundle_wording.py",
+                "--ignore=tests/checks/test_contract.py",
+                "--ignore=tests/checks/test_full_hosts.py",
+                "--ignore=tests/checks/test_this_machine.py",
+                "--ignore=tests/unit/test_check_docs_drift.py",
+                # the CLI over all 256 bundles in a module fixture (23 s of setup, measured,
+                # paid by every mutant whose function any bundle reaches)
+                "--deselect=tests/unit/test_kube_condition.py::test_every_bundle_is_covered",
+                "--deselect=tests/unit/test_kube_condition.py::test_condition_message_and_reason"]
+WITH_WALKS = False  # --with-walks
 MUTMUT_TESTS = ["tests/unit", "tests/checks", "tests/test_policy_tables.py",
                 "tests/test_xid_policy_table.py", "tests/test_nvml_constants.py",
                 "tests/test_safety_guards.py", "tests/test_xid_eval.py",
@@ -194,7 +223,7 @@ def baseline_failures(work: Path) -> List[str]:
     functions, so these are deselected (and listed; the unit tier fails on them anyway)."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPATH", None)
-    args = [a for a in PYTEST_ARGS if a != "-x"] + MUTMUT_IGNORE + ["-rf"] + MUTMUT_TESTS
+    args = [a for a in PYTEST_ARGS if a != "-x"] + _ignores() + ["-rf"] + MUTMUT_TESTS
     started = time.monotonic()
     proc = subprocess.run([_python(), "-m", "pytest", *args], cwd=work, capture_output=True,
                           text=True, env=env, timeout=1800)
@@ -206,6 +235,10 @@ def baseline_failures(work: Path) -> List[str]:
     return failing
 
 
+def _ignores() -> List[str]:
+    return MUTMUT_IGNORE + ([] if WITH_WALKS else MUTMUT_WALKS)
+
+
 def write_mutmut_config(work: Path, modules: Sequence[str], deselect: Sequence[str] = ()) -> None:
     sources = sorted({m.split("/")[0] for m in modules})
     tops = sorted({p.name for p in work.iterdir()} - set(sources) - {"tests", "setup.cfg",
@@ -213,7 +246,7 @@ def write_mutmut_config(work: Path, modules: Sequence[str], deselect: Sequence[s
     lines = ["[mutmut]", "source_paths="] + [f"    {s}" for s in sources]
     lines += ["only_mutate="] + [f"    {m}" for m in modules]
     lines += ["also_copy="] + [f"    {t}" for t in tops if not t.startswith(".")]
-    lines += ["pytest_add_cli_args="] + [f"    {a}" for a in PYTEST_ARGS + MUTMUT_IGNORE
+    lines += ["pytest_add_cli_args="] + [f"    {a}" for a in PYTEST_ARGS + _ignores()
                                           if a != "-x"]
     lines += [f"    --deselect={d}" for d in deselect]
     lines += ["pytest_add_cli_args_test_selection="] + [f"    {t}" for t in MUTMUT_TESTS]
@@ -247,25 +280,55 @@ def equivalents() -> Dict[str, str]:
     return out
 
 
+def _calls_at_import(node: ast.AST, out: set) -> None:
+    """Names called while the module is imported: module-level statements, class bodies,
+    decorators and default values; not function bodies or lambdas (they run later)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for sub in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]:
+            if sub is not None:
+                _calls_at_import(sub, out)
+        return
+    if isinstance(node, ast.Lambda):
+        return
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        out.add(node.func.id)
+    for child in ast.iter_child_nodes(node):
+        _calls_at_import(child, out)
+
+
+def import_time_functions(tree: Path, module: str) -> set:
+    """Top-level functions of ``module`` that its own import calls. mutmut 3 forks each mutant
+    run from a process that has already imported the module, and a trampoline picks the mutant
+    only when called, so a mutant in such a function is never active: it survives whatever the
+    tests assert. Reported apart ("import-time"), never counted as killed or as survived."""
+    out: set = set()
+    try:
+        _calls_at_import(ast.parse((tree / module).read_text()), out)
+    except (OSError, SyntaxError):
+        return set()
+    return out
+
+
+def function_of(mutant: str) -> str:
+    # "checks.allocation.policy.x__v1_allowed__mutmut_1" -> "_v1_allowed" (methods: "")
+    tail = mutant.partition("__mutmut_")[0].rpartition(".")[2]
+    return tail[2:] if tail.startswith("x_") and "\u01c1" not in tail else ""
+
+
 def module_of(mutant: str) -> str:
     # "checks.driver.driver_branch.x__driver_branch__mutmut_3" -> "checks/driver/driver_branch.py"
     head = mutant.split(".x_")[0].split(".x\u01c1")[0]
     return head.replace(".", "/") + ".py"
 
 
-def run_mutmut(work: Path, modules: Sequence[str], budget_s: float, jobs: int,
-               show: int) -> Tuple[int, int, int]:
-    write_mutmut_config(work, modules, baseline_failures(work))
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    env.pop("PYTHONPATH", None)
-    print(f"== mutmut over {len(modules)} module(s), budget {budget_s:.0f}s, {jobs} job(s)")
-    started = time.monotonic()
+def _mutmut_run(work: Path, jobs: int, budget_s: float, env: Dict[str, str]) -> Tuple[str, bool, int]:
+    """One `mutmut run` within ``budget_s``: (its output, whether the budget stopped it, rc)."""
     proc = subprocess.Popen([*_mutmut(), "run", "--max-children", str(jobs)], cwd=work, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
         log, _ = proc.communicate(timeout=budget_s)
-        timed_out = False
+        return log or "", False, proc.returncode
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -273,7 +336,36 @@ def run_mutmut(work: Path, modules: Sequence[str], budget_s: float, jobs: int,
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             log, _ = proc.communicate()
-        timed_out = True
+        return log or "", True, proc.returncode
+
+
+BASELINE = False  # --baseline: a separate no-mutation run first (the old way; one more full run)
+
+
+def run_mutmut(work: Path, modules: Sequence[str], budget_s: float, jobs: int,
+               show: int) -> Tuple[int, int, int]:
+    deselect: List[str] = baseline_failures(work) if BASELINE else []
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPATH", None)
+    print(f"== mutmut over {len(modules)} module(s), budget {budget_s:.0f}s, {jobs} job(s)")
+    started = time.monotonic()
+    # mutmut's first (mapping) run is itself a no-mutation run of every selected test and stops
+    # at the first failure (-x). A test that fails there is deselected and mutmut rerun, at most
+    # three times, instead of paying for a separate baseline run of the whole selection first.
+    for _attempt in range(4):
+        write_mutmut_config(work, modules, deselect)
+        left = max(budget_s - (time.monotonic() - started), 1.0)
+        log, timed_out, returncode = _mutmut_run(work, jobs, left, env)
+        new: List[str] = []
+        if not timed_out and returncode != 0 and ("failed to collect stats" in log
+                                                  or "Failed to run clean test" in log):
+            new = [n for n in re.findall(r"^FAILED (\S+?)(?: - .*)?$", log, re.M)
+                   if n not in deselect]
+        if not new:
+            break
+        for node in new:
+            print(f"  failing without a mutation, deselected: {node}")
+        deselect += new
     took = time.monotonic() - started
     (work / "mutmut-run.log").write_text(log or "")
     res = subprocess.run([*_mutmut(), "results", "--all", "true"], cwd=work, env=env,
@@ -284,25 +376,34 @@ def run_mutmut(work: Path, modules: Sequence[str], budget_s: float, jobs: int,
         print(res.stdout[-2000:], res.stderr[-2000:])
         print("mutmut produced no results")
         return 0, 0, 1
-    if not timed_out and proc.returncode != 0:
+    if not timed_out and returncode != 0:
         # mutmut stopped before its budget without a clean run (its stats run needs every
         # selected test green): nothing was scored, so say so and fail, never "100 %".
         print(log[-3000:] if log else "(no mutmut output)")
-        print(f"mutmut exited {proc.returncode} before its budget; no mutant was scored")
+        print(f"mutmut exited {returncode} before its budget; no mutant was scored")
         return 0, 0, -1
     eq = equivalents()
     per: Dict[str, Dict[str, int]] = {}
     survivors: List[str] = []
-    killed = survived = not_run = equivalent = 0
+    at_import: Dict[str, int] = {}
+    killed = survived = not_run = equivalent = imported = 0
+    import_fns = {m: import_time_functions(work, m) for m in modules}
+    cols = ("killed", "survived", "equivalent", "import-time", "not run")
     for name, status in sorted(results.items()):
         mod = module_of(name)
-        row = per.setdefault(mod, {"killed": 0, "survived": 0, "not run": 0, "equivalent": 0})
+        row = per.setdefault(mod, {c: 0 for c in cols})
         if name in eq and status in ("survived", "no tests"):
             row["equivalent"] += 1
             equivalent += 1
         elif status in ("killed", "timeout", "segfault", "caught by type check"):
             row["killed"] += 1
             killed += 1
+        elif (status in ("survived", "no tests")
+              and function_of(name) in import_fns.get(mod, set())):
+            row["import-time"] += 1
+            imported += 1
+            key = f"{mod}:{function_of(name)}"
+            at_import[key] = at_import.get(key, 0) + 1
         elif status in ("survived", "no tests", "suspicious"):
             row["survived"] += 1
             survived += 1
@@ -310,13 +411,23 @@ def run_mutmut(work: Path, modules: Sequence[str], budget_s: float, jobs: int,
         else:  # "not checked", "skipped", interrupted
             row["not run"] += 1
             not_run += 1
-    print(f"{'module':40} {'killed':>7} {'survived':>9} {'equiv':>6} {'not run':>8}")
+    print(f"{'module':48} {'killed':>7} {'survived':>9} {'equiv':>6} {'import':>7} "
+          f"{'not run':>8} {'rate':>6}")
     for mod, row in sorted(per.items()):
-        print(f"{mod:40} {row['killed']:7} {row['survived']:9} {row['equivalent']:6} {row['not run']:8}")
+        ran = row["killed"] + row["survived"]
+        rate = f"{100.0 * row['killed'] / ran:5.1f}%" if ran else "     -"
+        print(f"{mod:48} {row['killed']:7} {row['survived']:9} {row['equivalent']:6} "
+              f"{row['import-time']:7} {row['not run']:8} {rate:>6}")
     scored = killed + survived
     print(f"mutants: {len(results)}; killed {killed}, survived {survived}, equivalent "
-          f"{equivalent}, not run {not_run}{' (budget reached)' if timed_out else ''}; "
-          f"{took:.0f}s")
+          f"{equivalent}, import-time {imported}, not run {not_run}"
+          f"{' (budget reached)' if timed_out else ''}; {took:.0f}s"
+          + (f" ({took / (scored + equivalent + imported):.2f}s a mutant, mapping run included)"
+             if scored + equivalent + imported else ""))
+    if at_import:
+        print("unreachable by mutmut (called at import time, before the fork; not scored):")
+        for key, n in sorted(at_import.items()):
+            print(f"  {key} ({n} mutants)")
     if scored:
         print(f"kill rate (non-equivalent, run): {100.0 * killed / scored:.1f}%")
     else:
@@ -328,7 +439,8 @@ def run_mutmut(work: Path, modules: Sequence[str], budget_s: float, jobs: int,
     if survivors:
         print(f"survivors (first {show}; `cd {work} && mutmut show NAME` for the diff):")
         for name in survivors[:show]:
-            print(f"  {name}")
+            # "no tests": no selected test reaches the function at all (a gap, not a verdict)
+            print(f"  {name}" + ("  (no tests)" if results[name] == "no tests" else ""))
     (work / "survivors.txt").write_text("\n".join(survivors) + "\n")
     return killed, survived, not_run
 
@@ -346,9 +458,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--keep", help="work directory to keep (default: a temporary one)")
     ap.add_argument("--rev", help="mutate this committed revision (default: the working tree)")
     ap.add_argument("--show", type=int, default=200, help="survivors to list")
+    ap.add_argument("--with-walks", action="store_true",
+                    help="judge mutants by the whole-registry walks too (slow)")
+    ap.add_argument("--baseline", action="store_true",
+                    help="run the selected tests once without mutmut first (one more full run)")
     args = ap.parse_args(argv)
-    global REV
+    global REV, WITH_WALKS, BASELINE
     REV = args.rev
+    WITH_WALKS = args.with_walks
+    BASELINE = args.baseline
 
     all_targets = targets()
     if args.modules:
