@@ -115,16 +115,20 @@ def start_agent(tmp: Path, args: Sequence[str], config: str = "", port: Optional
 class Prometheus:
     """Debian's prometheus binary with its own storage in a temp dir, on loopback."""
 
-    def __init__(self, tmp: Path, scrape_configs: List[Dict[str, Any]]) -> None:
+    def __init__(self, tmp: Path, scrape_configs: List[Dict[str, Any]],
+                 rule_files: Sequence[Path] = ()) -> None:
         import yaml
 
         self.port = free_port()
         cfg = tmp / "prometheus.yml"
-        cfg.write_text(yaml.safe_dump({
+        doc: Dict[str, Any] = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
                        "evaluation_interval": "1s"},
             "scrape_configs": scrape_configs,
-        }))
+        }
+        if rule_files:
+            doc["rule_files"] = [str(f) for f in rule_files]
+        cfg.write_text(yaml.safe_dump(doc))
         self.proc = Proc([
             component("prometheus"), f"--config.file={cfg}",
             f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{self.port}",

@@ -8,11 +8,11 @@ import signal
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
-from tests.components import component
 from tests.integration.agentproc import (
     BUNDLES,
     REPO,
     Proc,
+    Prometheus,
     free_port,
     http_get,
     start_agent,
@@ -79,32 +79,11 @@ def substitute(expr: str, job: str, instance: str = "") -> str:
     return out.replace("$instance", instance)
 
 
-class RulesPrometheus:
+class RulesPrometheus(Prometheus):
     """Prometheus with the recording rules loaded, scrape and evaluation every second."""
 
     def __init__(self, tmp: Path, scrape_configs: List[Dict[str, Any]]) -> None:
-        import yaml
-
-        self.port = free_port()
-        cfg = tmp / "prometheus.yml"
-        cfg.write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
-                       "evaluation_interval": "1s"},
-            "rule_files": [str(PROM_DIR / "recording.yml")],
-            "scrape_configs": scrape_configs,
-        }))
-        self.proc = Proc([
-            component("prometheus"), f"--config.file={cfg}",
-            f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{self.port}",
-            "--storage.tsdb.retention.time=1h", "--log.level=warn",
-        ], tmp / "prometheus.log", cwd=tmp)
-        self.base = f"http://127.0.0.1:{self.port}"
-        try:
-            wait_for(lambda: http_get(self.base + "/-/ready", 2).startswith(b"Prometheus"),
-                     60, "Prometheus ready")
-        except BaseException:
-            self.proc.stop()
-            raise
+        super().__init__(tmp, scrape_configs, rule_files=[PROM_DIR / "recording.yml"])
 
     def query(self, expr: str) -> List[Dict[str, Any]]:
         import urllib.error
@@ -118,9 +97,6 @@ class RulesPrometheus:
         assert doc["status"] == "success", doc
         assert doc["data"]["resultType"] == "vector", (expr, doc["data"]["resultType"])
         return list(doc["data"]["result"])
-
-    def stop(self) -> Any:
-        return self.proc.stop()
 
 
 class Fleet:

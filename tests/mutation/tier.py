@@ -36,7 +36,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-TARGET_GLOBS = ("checks/*.py", "agent/report.py", "agent/outputs/node/reconcile.py",
+# agent/gpu_health.py is gate evaluation too: which GPUs keep the gate open under min_healthy_gpus.
+TARGET_GLOBS = ("checks/*.py", "agent/report.py", "agent/gpu_health.py", "agent/outputs/node/reconcile.py",
                 "agent/outputs/node/condition.py", "agent/host/redact*.py")
 NOT_TARGETS = ("checks/__init__.py",)
 PYTEST_ARGS = ["-p", "no:cacheprovider", "-q", "-m", "not integration", "-x"]
