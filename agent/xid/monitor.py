@@ -1,9 +1,8 @@
 """The daemon's XID side: kernel log + NVML events -> counters and the sticky-fault store.
 
-Usage is documented at the top of agent/xid/events.py and in docs/xid.md. This module has no
-entry point of its own: `run` builds the monitor through ``start_for_daemon`` with the XID
-policy the command line hands it (the command line is the one composition root:
-docs/architecture.md); the restart tests drive it from tests/xid_recorder.py.
+Usage: agent/xid/events.py's header and docs/xid.md. No entry point of its own: `run` builds
+it through ``start_for_daemon`` with the XID policy the command line (the one composition
+root) hands it; the restart tests drive it from tests/xid_recorder.py.
 """
 
 import contextlib
@@ -26,6 +25,7 @@ from agent.xid.kmsg import KernelLine, parse_line
 from agent.xid.state import StateStore, add_clear, add_fault, empty_state, monotonic_us
 
 log = logging.getLogger("gpu-node-agent").getChild("xid")
+ERROR_EVENT_S = 60  # at most one event-driven evaluation per this many s from NVML wait errors
 
 
 class XidMonitor:
@@ -45,8 +45,7 @@ class XidMonitor:
         self._resets: List[Tuple[str, Optional[int]]] = []
         self.state: Dict[str, Any] = {}  # what the checks see: the file plus anything unsaved
         self._saved: Optional[Dict[str, Any]] = None  # the file as last read or written
-        # Recorded but not yet written (read-only or full state directory): kept in memory,
-        # shown to the checks at once, written when the directory takes it again.
+        # Recorded, not yet written (read-only or full state dir): shown to the checks at once.
         self._unsaved_faults: List[Dict[str, Any]] = []
         self._unsaved_resets: List[Tuple[str, Optional[int]]] = []
         self._unsaved_seen: Dict[str, int] = {}
@@ -58,6 +57,7 @@ class XidMonitor:
         # The daemon's event trigger (agent/daemon/triggers.py): every XID counted and every
         # failed NVML event wait (GPU lost); it must be quick (it runs on the reading thread).
         self.on_event: Optional[Callable[[], None]] = None
+        self._error_event_us = -ERROR_EVENT_S * 10**6  # the last wait error that triggered one
         # One kernel-log reader at a time: the cycle's poll and the watcher's between cycles.
         self._poll_lock = threading.RLock()
 
@@ -159,19 +159,18 @@ class XidMonitor:
         if message.get("event") == "xid":
             self.feed_nvml(message)
         elif message.get("event") == "error":
-            if self.on_event is not None:
+            # The worker re-arms after each clean snapshot, so a wait error that clean snapshots
+            # do not cure would come back after every evaluation it triggers: it triggers one
+            # at most every ERROR_EVENT_S (a GPU lost makes the snapshot unclean and stops it).
+            now = monotonic_us()
+            if self.on_event is not None and now - self._error_event_us >= ERROR_EVENT_S * 10**6:
+                self._error_event_us = now
                 with contextlib.suppress(Exception):
                     self.on_event()
-            log.warning(
-                "NVML event wait failed",
-                extra={  # the worker's line is input: each field cut as parts.py cuts errors
-                    "fields": {
-                        "kind": str(message.get("kind"))[:300],
-                        "nvml_code": _uint(message.get("nvml_code"), 2**32),
-                        "error": str(message.get("message"))[:300],
-                    }
-                },
-            )
+            fields = {"kind": str(message.get("kind"))[:300],  # input: cut as parts.py cuts
+                      "nvml_code": _uint(message.get("nvml_code"), 2**32),
+                      "error": str(message.get("message"))[:300]}
+            log.warning("NVML event wait failed", extra={"fields": fields})
 
     def observe_reset(self, pci: str, mono_us: Optional[int] = None) -> None:
         """A GPU reset happened (the NVML worker's maintenance flow around `nvidia-smi -r`)."""

@@ -325,3 +325,35 @@ def test_a_watcher_whose_drain_keeps_failing_gives_up_after_max_failures(monkeyp
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_a_wait_error_clean_snapshots_do_not_cure_triggers_once_a_minute(tmp_path, monkeypatch):
+    """The worker re-arms its event set after each clean snapshot (agent/nvml/events.py), so a
+    wait error that keeps coming back would trigger an evaluation (and its snapshot, and the
+    next error) every second: one trigger per ERROR_EVENT_S (60 s) from wait errors, while
+    XIDs keep triggering each time."""
+    from agent.cli import resolve_policy
+    from agent.xid import monitor as monitor_mod
+    from agent.xid.state import StateStore
+
+    now = [5_000_000_000]
+    monkeypatch.setattr(monitor_mod, "monotonic_us", lambda: now[0])
+    config = Config.model_validate({"state_dir": str(tmp_path)})
+    policy = resolve_policy(config, None, "dra").policy.xid
+    monitor = monitor_mod.XidMonitor(StateStore(str(tmp_path), "boot"), policy, source=None)
+    calls: List[str] = []
+    monitor.on_event = lambda: calls.append("event")
+    error = {"event": "error", "kind": "wait", "nvml_code": 999, "message": "Unknown Error"}
+    monitor.on_nvml_message(error)
+    assert calls == ["event"]
+    for _ in range(59):  # one a second, as the evaluations it triggers would re-arm it
+        now[0] += 1_000_000
+        monitor.on_nvml_message(error)
+    assert calls == ["event"]
+    now[0] += 1_000_000  # 60 s after the first
+    monitor.on_nvml_message(error)
+    assert calls == ["event", "event"]
+    xid = {"event": "xid", "code": 48, "index": 0, "uuid": "GPU-0",
+           "pci_bus_id": "00000000:9B:00.0", "mono_us": now[0]}
+    monitor.on_nvml_message(xid)  # an XID is never held back by the wait errors' limit
+    assert calls == ["event", "event", "event"]
