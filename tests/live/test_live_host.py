@@ -297,8 +297,11 @@ def test_run_serves_this_hosts_verdict_and_stops_on_sigterm(config, live_report)
                 doc["gates"][path]["blocking"]):
             assert float(gates[path]) == 0.0, path
     # driver-loaded decides the same way in `run` as in `check` on this host.
-    loaded = re.search(
-        r'^gpu_node_agent_check_status\{check="driver-loaded",status="pass"\} (\S+)$', body, re.M)
+    # (the series also carries the check's `severity` label since the default exposition was
+    # cut: docs/metrics.md)
+    loaded = re.search(r'^gpu_node_agent_check_status\{check="driver-loaded",'
+                       r'(?:[a-z_]+="[^"]*",)*status="pass"(?:,[a-z_]+="[^"]*")*\} (\S+)$',
+                       body, re.M)
     assert loaded is not None
     want = 1.0 if checks["driver-loaded"]["status"] == "pass" else 0.0
     if not os.path.exists(PROC_VERSION):
