@@ -97,7 +97,7 @@ def test_xid_defaults_and_thresholds():
     assert (xid.default_threshold.count, xid.default_threshold.window_s,
             xid.default_threshold.status) == (10, 3600, "warn")
     assert xid.dedupe_window_s == 5
-    assert xid.source == "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+    assert xid.source == 'NVIDIA XID Errors guide, "Analyzing Xid Catalog" (docs.nvidia.com, read 2026-11)'
     th = xid.threshold(94)
     assert (th.count, th.window_s, th.status) == (3, 86400, "warn")
     assert [c for c, e in xid.codes.items() if e.threshold is not None] == [94]

@@ -52,7 +52,8 @@ FIX_REPEATING = (
     "Application-level XIDs are repeating on this GPU: look at the workloads that ran "
     "on it; if different applications hit it, drain and reset the GPU."
 )
-CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+# By title: generated docs never link outside the repository (URL: xid_policy_v1.yaml header).
+CATALOG = 'NVIDIA XID Errors guide, "Analyzing Xid Catalog" (docs.nvidia.com, read 2026-11)'
 XID_NEEDS_RESET = "xid-needs-reset"
 XID_NEEDS_REBOOT = "xid-needs-reboot"
 XID_REPEATING = "xid-repeating"
