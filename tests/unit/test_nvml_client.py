@@ -17,16 +17,22 @@ class _Host:
         return self.snap
 
 
-def test_a_worker_that_dies_is_worker_failed_and_nvml_responsive_unknown(tmp_path):
-    # An "interpreter" that exits 3 at once stands in for a worker that crashes on start.
+def shell_worker_snapshot(tmp_path, script):
+    """One snapshot through an "interpreter" that is the shell ``script`` (a worker that
+    crashes on start, or says maintenance), and the client that took it, closed."""
     fake = tmp_path / "python"
-    fake.write_text("#!/bin/sh\necho 'boom: worker could not start' >&2\nexit 3\n")
+    fake.write_text("#!/bin/sh\n" + script)
     fake.chmod(0o755)
     client = NvmlClient(python=str(fake), first_deadline_s=10)
     try:
-        snap = client.snapshot()
+        return client.snapshot(), client
     finally:
         client.close()
+
+
+def test_a_worker_that_dies_is_worker_failed_and_nvml_responsive_unknown(tmp_path):
+    # An "interpreter" that exits 3 at once stands in for a worker that crashes on start.
+    snap, client = shell_worker_snapshot(tmp_path, "echo 'boom: worker could not start' >&2\nexit 3\n")
     assert snap["error"]["kind"] == "worker_failed"
     assert "rc 3" in snap["error"]["message"] and "boom" in snap["error"]["message"]
     assert client.stats["worker_crashes"] == 1 and client.stats["timeouts"] == 0

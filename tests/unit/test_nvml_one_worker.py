@@ -214,15 +214,9 @@ def test_stop_ends_the_reader_of_a_worker_that_keeps_its_pipe_open():
 def test_a_worker_that_left_for_maintenance_is_not_a_crash(tmp_path):
     """The flag file appeared between the agent's look and the worker's: the worker says so
     and exits before it reads the request. The snapshot says maintenance; no crash counted."""
-    from agent.nvml.client import NvmlClient
+    from tests.unit.test_nvml_client import shell_worker_snapshot
 
-    fake = tmp_path / "python"
-    fake.write_text("#!/bin/sh\necho '{\"event\": \"maintenance\", \"flag\": \"/f\"}'\nexit 0\n")
-    fake.chmod(0o755)
-    client = NvmlClient(python=str(fake), first_deadline_s=10)
-    try:
-        snap = client.snapshot()
-    finally:
-        client.close()
+    snap, client = shell_worker_snapshot(
+        tmp_path, "echo '{\"event\": \"maintenance\", \"flag\": \"/f\"}'\nexit 0\n")
     assert snap["error"]["kind"] == "maintenance" and "flag file" in snap["error"]["message"]
     assert client.stats["worker_crashes"] == 0 and client.stats["timeouts"] == 0
