@@ -15,6 +15,11 @@ Two parts, both on a throwaway copy of the working tree (the checkout is never m
     scripts/mutation-tier --all --budget-s 3600
     scripts/mutation-tier checks/driver/driver_branch.py agent/report.py
     scripts/mutation-tier --named-only
+    scripts/mutation-tier --record --tests tests/checks/test_gpu_common.py checks/gpu/common.py
+    scripts/mutation-tier --summary
+
+``--record`` keeps each fully run module's score in the ledger (tests/mutation/ledger.py);
+``--summary`` prints the ledger: the kill rate over every target scored on today's source.
 
 Exit status: 1 when a named mutation survives, or when the kill rate is under
 ``--min-kill-rate`` (default 0: report only); 0 otherwise. Mutants not reached within the
@@ -32,7 +37,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ledger  # noqa: E402  (tests/mutation/ledger.py, beside this file)
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -443,7 +451,45 @@ def run_mutmut(work: Path, modules: Sequence[str], budget_s: float, jobs: int,
             # "no tests": no selected test reaches the function at all (a gap, not a verdict)
             print(f"  {name}" + ("  (no tests)" if results[name] == "no tests" else ""))
     (work / "survivors.txt").write_text("\n".join(survivors) + "\n")
+    LAST_RUN.clear()
+    LAST_RUN.update(per=per, survivors=survivors, statuses=results)
     return killed, survived, not_run
+
+
+LAST_RUN: Dict[str, Any] = {}  # run_mutmut's per-module rows and survivors, for --record
+
+
+def _diff(work: Path, name: str) -> str:
+    """The changed lines of one mutant (`mutmut show`), joined, at most 400 characters."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPATH", None)
+    out = subprocess.run([*_mutmut(), "show", name], cwd=work, env=env, capture_output=True,
+                         text=True, timeout=120).stdout
+    lines = [ln.strip() for ln in out.splitlines()
+             if ln[:1] in "-+" and not ln.startswith(("---", "+++"))]
+    text = " | ".join(" ".join(ln.split()) for ln in lines)
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def record(work: Path, modules: Sequence[str], narrowed: Optional[Sequence[str]]) -> None:
+    """Write a ledger entry for every module whose mutants all ran; say which were not."""
+    per = LAST_RUN.get("per") or {}
+    survivors = list(LAST_RUN.get("survivors") or [])
+    commit = subprocess.run(["git", "rev-parse", "--short", REV or "HEAD"], cwd=REPO,
+                            capture_output=True, text=True).stdout.strip()
+    date = time.strftime("%Y-%m-%d", time.gmtime())
+    note = " ".join(narrowed) if narrowed else "unit tier without the walks"
+    if WITH_WALKS:
+        note += ", with the walks"
+    for module in modules:
+        row = per.get(module)
+        if row is None or row["not run"]:
+            print(f"ledger: {module} not recorded ({'not reached' if row is None else str(row['not run']) + ' not run'})")
+            continue
+        names = [n for n in survivors if module_of(n) == module]
+        entry = ledger.make_entry(module, ledger.source_sha(work, module), row,
+                                  [(n, _diff(work, n)) for n in names], note, commit, date)
+        print(f"ledger: recorded {ledger.write_entry(entry).relative_to(REPO)}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -461,15 +507,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--show", type=int, default=200, help="survivors to list")
     ap.add_argument("--with-walks", action="store_true",
                     help="judge mutants by the whole-registry walks too (slow)")
+    ap.add_argument("--tests", nargs="+",
+                    help="judge mutants by these test paths only (default: the unit tier)")
+    ap.add_argument("--record", action="store_true",
+                    help="write each fully run module's score to the ledger")
+    ap.add_argument("--summary", action="store_true",
+                    help="print the ledger over every target and exit")
     ap.add_argument("--baseline", action="store_true",
                     help="run the selected tests once without mutmut first (one more full run)")
     args = ap.parse_args(argv)
-    global REV, WITH_WALKS, BASELINE
+    global REV, WITH_WALKS, BASELINE, MUTMUT_TESTS
     REV = args.rev
     WITH_WALKS = args.with_walks
     BASELINE = args.baseline
+    if args.tests:
+        MUTMUT_TESTS = list(args.tests)
 
     all_targets = targets()
+    if args.summary:
+        ledger.print_summary(ledger.summarize(REPO, all_targets))
+        return 0
     if args.modules:
         unknown = [m for m in args.modules if m not in all_targets]
         if unknown:
@@ -504,6 +561,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         killed, survived, not_run = run_mutmut(tree, modules, args.budget_s, args.jobs, args.show)
         if not_run < 0:
             return 1
+        if args.record:
+            record(tree, modules, args.tests)
         scored = killed + survived
         rate = 100.0 * killed / scored if scored else 100.0
         if rate < args.min_kill_rate:
