@@ -14,6 +14,8 @@ from agent.snapshot import GpuSnapshot
 
 @dataclass(frozen=True)
 class CommandResult:
+    """One command's answer from a host: exit status and output, or why there is none."""
+
     argv: Tuple[str, ...]
     rc: int
     stdout: str = ""

@@ -203,6 +203,8 @@ class PathOutcome:
 
 @dataclass(frozen=True)
 class CheckResult:
+    """One check's verdict in a report: its outcome on the report's path, with its metadata."""
+
     id: str
     title: str
     severity: Severity

@@ -20,17 +20,19 @@ import os
 import shutil
 import stat
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 
 from agent.errors import BundleError
-from agent.host.bundle_unpack import SignalGuard, unpack
 from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.hostview import CommandResult
 from agent.safeio import jsonio
 from agent.safeio.bounded import NotARegularFile, ReadCapExceeded, read_bytes_capped
 from agent.safeio.yamlio import YamlError, safe_load
+
+if TYPE_CHECKING:
+    from agent.host.bundle_unpack import SignalGuard
 
 __all__ = ["BundleError", "load_bundle"]
 
@@ -86,7 +88,7 @@ class RecordedCommands:
 
 class LoadedBundle:
     def __init__(self, path: Path, meta: Dict[str, Any], host: Host, cleanup: Optional[str],
-                 guard: Optional[SignalGuard] = None):
+                 guard: Optional["SignalGuard"] = None):
         self.path = path
         self.meta = meta
         self.host = host
@@ -192,6 +194,9 @@ def load_bundle(path: Union[str, "os.PathLike[str]"]) -> LoadedBundle:
     cleanup = None
     guard = None
     if src.is_file():
+        # Imported here: a directory bundle needs no extractor (tarfile, zlib).
+        from agent.host.bundle_unpack import unpack
+
         cleanup, guard = unpack(src)
         base = Path(cleanup)
     elif src.is_dir():
@@ -249,6 +254,7 @@ def load_bundle(path: Union[str, "os.PathLike[str]"]) -> LoadedBundle:
             kmsg=kmsg,
             description=f"bundle {src}",
             live=False,
+            static=True,  # a recording: nothing under root changes while it is judged
         )
     except BaseException:
         if cleanup:

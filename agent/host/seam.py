@@ -75,6 +75,7 @@ class Host:
         kmsg: Optional[Sequence[str]] = None,
         description: str = "",
         live: bool = False,
+        static: bool = False,
     ) -> None:
         self.root = Path(root).resolve()
         # Only the composition root says "this machine" (agent/host/build.py live_host).
@@ -92,6 +93,10 @@ class Host:
         self._gpu_taken = False
         # Files a read cap refused, for the report's warnings (one line per file).
         self.read_warnings: List[str] = []
+        # A tree that cannot change while this Host lives (a bundle: agent/host/bundle.py)
+        # maps, reads and lists each path once; 33 checks read ~250 paths, many twice or more.
+        # Only successes are kept, so a refusal is raised (and noted) every time.
+        self._memo: Optional[Dict[Any, Any]] = {} if static and not self.is_live else None
 
     # -- files -------------------------------------------------------------------------
     def real_path(self, path: str) -> Path:
@@ -103,23 +108,36 @@ class Host:
             raise HostPathError(f"host paths are absolute: {path!r}")
         if self.is_live:
             return Path(path)
+        memo = self._memo
+        if memo is not None and path in memo:
+            return cast(Path, memo[path])
         resolver = Resolver(self.root)
         try:
             canonical = resolver.resolve(path)
         finally:
             resolver.close()
-        return self.root.joinpath(*[p for p in canonical.split("/") if p])
+        real = self.root.joinpath(*[p for p in canonical.split("/") if p])
+        if memo is not None:
+            memo[path] = real
+        return real
 
     def read_bytes(self, path: str, limit: int = MAX_READ_BYTES) -> bytes:
         """The whole file (page-sized reads to EOF; regular files only). Past ``limit`` it
         raises ReadCapExceeded and records a warning naming the file: never a silent cut."""
+        memo = self._memo
+        key = ("read", path, limit)
+        if memo is not None and key in memo:
+            return cast(bytes, memo[key])
         try:
-            return read_bytes_capped(self.real_path(path), limit)
+            data = read_bytes_capped(self.real_path(path), limit)
         except ReadCapExceeded:
             note = f"{path}: larger than the {limit}-byte read cap; not read"
             if note not in self.read_warnings:
                 self.read_warnings.append(note)
             raise
+        if memo is not None:
+            memo[key] = data
+        return data
 
     def read_text(self, path: str) -> str:
         """The file's text (UTF-8, undecodable bytes replaced). Raises OSError if absent."""
@@ -167,10 +185,17 @@ class Host:
             return None
 
     def listdir(self, path: str) -> List[str]:
+        memo = self._memo
+        key = ("list", path)
+        if memo is not None and key in memo:
+            return list(memo[key])
         try:
-            return sorted(os.listdir(self.real_path(path)))
+            names = sorted(os.listdir(self.real_path(path)))
         except (OSError, ValueError):
             return []
+        if memo is not None:
+            memo[key] = tuple(names)
+        return names
 
     def glob(self, pattern: str) -> List[str]:
         """Host paths matching a pattern whose wildcards are in the last component only

@@ -8,11 +8,13 @@ and the kernel-log journal fallback (agent/xid/kernel_source.py) both run comman
 may import the other's wing for it.
 """
 import os
-import subprocess
 import threading
-from typing import IO, Dict, List, Sequence
+from typing import IO, TYPE_CHECKING, Dict, List, Sequence
 
 from agent.hostview import CommandResult
+
+if TYPE_CHECKING:
+    import subprocess
 
 # Per stream. The largest output a check reads is `containerd config dump` or the journal's
 # kernel lines since boot (a few MiB on a busy host); a command writing more than this is
@@ -48,6 +50,10 @@ class SubprocessCommands:
         self.output_cap = output_cap
 
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
+        # Imported here: a bundle's or a bare tree's Host never runs a command, and
+        # subprocess brings signal, selectors and fcntl (about 3 ms of a one-shot `check`).
+        import subprocess
+
         args = tuple(argv)
         try:
             proc = subprocess.Popen(

@@ -21,7 +21,10 @@ Anything the loader raises (YAML errors, ValueError from a bad timestamp, TypeEr
 unhashable key, ...) becomes :class:`YamlError`: a ParseError (our one-line error type) that is
 also a ``yaml.YAMLError``, so callers that format ``problem``/``problem_mark`` keep working.
 """
+import copy
 import re
+import threading
+from collections import OrderedDict
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import yaml
@@ -42,6 +45,17 @@ MAX_INT_CHARS = 640  # far past any real integer (a u64 is 20 digits), far below
 # that is long and looks like one is refused whatever the resolver would have made of it.
 _INTLIKE = re.compile(r"[-+]?(?:0b[01_]+|0x[0-9a-fA-F_]+|[0-9][0-9_:]*)")
 _INT_TAG = "tag:yaml.org,2002:int"
+
+# safe_load's results by (text, limits), most recent last: in one run four checks parse the
+# same CDI spec (checks/containerd/cdi_specs.py), 1 ms each on libyaml, and `run` parses it
+# again every cycle. A hit hands out a deep copy (a caller may change what it got; deepcopy
+# keeps an alias's sharing as PyYAML built it), ~0.1 ms. Bounded by the texts' length: small
+# files only, and the least recently used dropped past the total.
+MEMO_TEXT_MAX = 64 * 1024
+MEMO_TOTAL_MAX = 256 * 1024
+_memo: "OrderedDict[Tuple[str, int, int], Any]" = OrderedDict()
+_memo_chars = 0
+_memo_lock = threading.Lock()
 
 
 class YamlError(ParseError, yaml.YAMLError):
@@ -144,6 +158,30 @@ def _guarded(text: Any, max_depth: int, max_nodes: int) -> None:
 def safe_load(text: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> Any:
     """The one document in ``text`` (None when empty). Raises YamlError, nothing else, on
     any input."""
+    global _memo_chars
+    key = (text, max_depth, max_nodes) if isinstance(text, str) else None
+    if key is not None and len(text) <= MEMO_TEXT_MAX:
+        with _memo_lock:
+            hit = key in _memo
+            if hit:
+                _memo.move_to_end(key)
+                kept = _memo[key]
+        if hit:
+            return copy.deepcopy(kept)
+    data = _load_single(text, max_depth, max_nodes)
+    if key is not None and len(text) <= MEMO_TEXT_MAX:
+        kept = copy.deepcopy(data)
+        with _memo_lock:
+            if key not in _memo:
+                _memo[key] = kept
+                _memo_chars += len(text)
+            while _memo_chars > MEMO_TOTAL_MAX:
+                old, _ = _memo.popitem(last=False)
+                _memo_chars -= len(old[0])
+    return data
+
+
+def _load_single(text: str, max_depth: int, max_nodes: int) -> Any:
     _guarded(text, max_depth, max_nodes)
     loader = _Loader(text)
     try:

@@ -64,6 +64,8 @@ def pci_key(bus_id: Any) -> Optional[str]:
 
 @dataclass
 class XidEvent:
+    """One XID as a source reported it (kernel log or NVML), with the GPU it names."""
+
     code: int
     pci: Optional[str]
     source: str = "kmsg"  # kmsg | nvml

@@ -17,7 +17,6 @@ When /dev/kmsg cannot be read, the journal's kernel lines are the fallback
 (``Mar 26 12:33:30 host kernel: ...``).
 """
 
-import calendar
 import os
 import re
 import time
@@ -47,6 +46,8 @@ MAX_TIMESTAMP = 2**64
 
 @dataclass(frozen=True)
 class KernelLine:
+    """One kernel log record: its text and whatever time and sequence its format carries."""
+
     message: str
     mono_us: Optional[int] = None  # kernel timestamp, microseconds since boot
     wall: Optional[float] = None  # epoch seconds, when the format carries a date instead
@@ -198,7 +199,10 @@ _SYSLOG = re.compile(
 )
 _KERNEL_TAG = re.compile(r"^\S+\s+kernel:\s?")  # after short-monotonic's "[ ts ] "
 _KMSG = re.compile(r"(?a)^(\d{1,20}),(\d{1,20}),(\d{1,20}),[^;]*;")
-_MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
+# syslog's month names are English whatever the locale (RFC 3164 section 4.1.2); calendar's
+# month_abbr follows LC_TIME, and importing calendar cost a one-shot `check` about 1 ms.
+_MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
 
 
 def _mono(m: "re.Match[str]") -> int:

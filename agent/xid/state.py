@@ -18,7 +18,6 @@ stops it from finding the cleared XID again.
 import contextlib
 import fcntl
 import json
-import logging
 import os
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
@@ -33,7 +32,14 @@ LOCK_FILE = "sticky.lock"
 MAX_CLEARS = 100  # the audit trail in the file; the log keeps everything
 MAX_FAULTS = 1024  # per boot; one per (GPU, kind, code), so this is never reached honestly
 
-log = logging.getLogger("gpu-node-agent").getChild("state")
+
+
+def _log() -> Any:
+    # logging (with string's Template) is imported on the first message: a one-shot `check`
+    # imports this module for sticky_path and the state's shape and never logs from it.
+    import logging
+
+    return logging.getLogger("gpu-node-agent").getChild("state")
 
 
 def sticky_path(config: Any = None) -> str:
@@ -91,14 +97,14 @@ class StateStore:
             return empty_state(self.boot_id)
         except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSON errors too
             self.corrupt = not isinstance(exc, PermissionError)
-            log.warning(
+            _log().warning(
                 "sticky state unreadable, starting fresh",
                 extra={"fields": {"path": self.path, "error": f"{type(exc).__name__}: {exc}"}},
             )
             return empty_state(self.boot_id)
         if not valid_state(data):
             self.corrupt = True
-            log.warning(
+            _log().warning(
                 "sticky state corrupt (unexpected shape or field type), starting fresh",
                 extra={"fields": {"path": self.path}},
             )
@@ -107,7 +113,7 @@ class StateStore:
             # Without both boot ids nobody can tell whether the host rebooted since the file
             # was written: keep every fault (a reboot clears them; an unreadable id must not).
             if self.boot_id is None and data.get("faults"):
-                log.warning(
+                _log().warning(
                     "boot id unreadable: sticky faults kept, a reboot cannot be detected",
                     extra={"fields": {"path": self.path, "faults": len(data["faults"])}},
                 )
@@ -116,7 +122,7 @@ class StateStore:
             return data
         if data.get("boot_id") != self.boot_id:
             if data.get("faults"):
-                log.info(
+                _log().info(
                     "new boot: sticky faults of the previous boot dropped",
                     extra={
                         "fields": {

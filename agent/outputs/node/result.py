@@ -40,6 +40,8 @@ class WriteOutcome:
 
 @dataclass
 class PublishResult:
+    """What one publish attempt did to the Node: the plan, the writes and their outcomes."""
+
     node: Optional[str] = None
     node_source: str = ""
     dry_run: bool = False
