@@ -46,6 +46,7 @@ MODULE_COMPONENTS: Dict[str, List[str]] = {
     "test_xid_journal.py": ["journal-remote"],
     "test_xid_restart.py": ["agent-process"],
     "test_gpus_json_drift.py": ["nvml-sim"],  # tests/
+    "test_fixture_families_drift.py": ["nvml-sim"],  # tests/
     "test_nvml_faults.py": ["nvml-sim"],  # tests/reliability/
 }
 
