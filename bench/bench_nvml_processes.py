@@ -31,26 +31,8 @@ from typing import Any, Dict, List
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.integration.agentproc import descendants  # noqa: E402
 from tests.nvml_sim import simlib  # noqa: E402
-
-
-def children(pid: int) -> List[int]:
-    """Every descendant of ``pid`` (from /proc/*/stat's ppid field)."""
-    parent: Dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    parent[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        kids = [p for p, pp in parent.items() if pp == current]
-        found += kids
-        frontier += kids
-    return sorted(found)
 
 
 def memory_kib(pid: int) -> Dict[str, int]:
@@ -145,7 +127,7 @@ def main() -> int:
                     break
                 time.sleep(0.1)
             time.sleep(3.0)  # a cycle more: the worker's steady state
-            pids = [proc.pid, *children(proc.pid)]
+            pids = [proc.pid, *sorted(descendants(proc.pid))]
             rows: List[Dict[str, Any]] = [
                 {"pid": p, "cmd": cmdline(p)[:100], **memory_kib(p)} for p in pids]
             monitor_off = "XID monitor unavailable" in text

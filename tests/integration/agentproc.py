@@ -25,6 +25,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def descendants(pid: int) -> Dict[int, str]:
+    """Every process below ``pid`` with its command line (psutil walks /proc's ppid links); a
+    process that exits between the listing and the read is left out."""
+    import psutil
+
+    found: Dict[int, str] = {}
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return found
+    for kid in kids:
+        try:
+            found[kid.pid] = " ".join(kid.cmdline())
+        except psutil.Error:
+            continue
+    return found
+
+
 def agent_argv() -> List[str]:
     """The entry point of the interpreter running the tests (its venv's bin/), never some
     other install that happens to be first on PATH."""

@@ -14,6 +14,7 @@ from tests.components import component
 from tests.integration.agentproc import (
     BUNDLES,
     Proc,
+    descendants,
     free_port,
     http_get,
     start_agent,
@@ -194,29 +195,6 @@ def test_sighup_applies_a_new_web_config_on_the_same_port(tmp_path):
         agent.stop()
 
 
-def _descendants(pid):
-    """Every process below ``pid`` (from /proc/*/stat's ppid field), with its command line."""
-    parent = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    parent[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    found, frontier = {}, [pid]
-    while frontier:
-        current = frontier.pop()
-        for child in [p for p, pp in parent.items() if pp == current]:
-            try:
-                with open(f"/proc/{child}/cmdline", "rb") as fh:
-                    found[child] = fh.read().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            frontier.append(child)
-    return found
-
-
 def test_live_run_holds_nvml_in_one_worker_that_also_delivers_xid_events(tmp_path):
     """A live `run` (kernel log, XID monitor, NVML) on the simulated 8-GPU host whose NVML
     delivers XID 48 on GPU 2 and XID 94 on GPU 5 (scenarios/xid-events.json): the agent has one
@@ -243,7 +221,7 @@ def test_live_run_holds_nvml_in_one_worker_that_also_delivers_xid_events(tmp_pat
 
         wait_for(lambda: xids().get(("2", "48")) == 1 and xids().get(("5", "94")) == 1, 30,
                  "the NVML XID events in the metrics")
-        children = _descendants(agent.popen.pid)
+        children = descendants(agent.popen.pid)
         workers = [cmd for cmd in children.values() if "agent.nvml.worker" in cmd]
         assert len(workers) == 1 and workers[0].rstrip().endswith("--events"), children
         # Nothing else of the agent's own (a check's command may come and go meanwhile).
