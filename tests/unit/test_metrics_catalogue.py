@@ -14,14 +14,17 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 ROW = re.compile(r"^\| `(gpu_node_agent_[a-z0-9_]+)` \| (gauge|counter) \|([^|]*)\|")
 
 
+def _rows(pattern):
+    """The catalogue table's lines ``pattern`` matches, as matches."""
+    return [m for m in map(pattern.match, DOC.read_text().splitlines()) if m]
+
+
 def catalogue():
     out = {}
-    for line in DOC.read_text().splitlines():
-        m = ROW.match(line)
-        if m:
-            labels = frozenset(re.findall(r"`([a-z_]+)`", m.group(3)))
-            assert m.group(1) not in out, f"{m.group(1)} declared twice"
-            out[m.group(1)] = (m.group(2), labels)
+    for m in _rows(ROW):
+        labels = frozenset(re.findall(r"`([a-z_]+)`", m.group(3)))
+        assert m.group(1) not in out, f"{m.group(1)} declared twice"
+        out[m.group(1)] = (m.group(2), labels)
     return out
 
 
@@ -82,10 +85,8 @@ GATED = re.compile(r"^\| `(gpu_node_agent_[a-z0-9_]+)` \|.*Only with `run\.([a-z
 def gated_rows():
     """{option: {series}} for the catalogue rows that say they need an option."""
     out = {}
-    for line in DOC.read_text().splitlines():
-        m = GATED.match(line)
-        if m:
-            out.setdefault(m.group(2), set()).add(m.group(1))
+    for m in _rows(GATED):
+        out.setdefault(m.group(2), set()).add(m.group(1))
     return out
 
 
