@@ -15,6 +15,7 @@ from agent.model import PATHS, Interval, Severity, Status
 from checks.site import loader
 from checks.site.loader import load_site_checks, permission_problem
 from checks.site.outcome import FAILURES
+from tests.unit.test_site_checks_loader import _dir as site_dir
 
 # docs/site-checks.md, "The sidecar": the remediation when the sidecar sets none.
 DOC_REMEDIATION = "See docs/site-checks.md."
@@ -26,13 +27,7 @@ GRACE_S = 5.0
 def _dir(tmp_path: Path, files: Dict[str, str], mode: int = 0o755) -> Path:
     if os.geteuid() != 0:
         pytest.fail("these tests create root-owned files: run them as root (the CI does)")
-    d = tmp_path / "site.d"
-    d.mkdir()
-    for name, text in files.items():
-        (d / name).write_text(text)
-        os.chmod(d / name, 0o644 if name.endswith(".yaml") else 0o755)
-    os.chmod(d, mode)
-    return d
+    return site_dir(tmp_path, files, mode)
 
 
 def _out(check):
