@@ -118,16 +118,23 @@ def test_driver_loaded_after_start_exits_for_a_restart(tmp_path):
     assert "NVIDIA driver loaded after start" in agent.text() and "195:nvidia" in agent.text()
 
 
-def test_wedged_nvml_never_stalls_the_endpoint(tmp_path):
+def _sim_env(tmp_path, scenario_name):
+    """The agent's environment for the simulated 8-GPU NVML under one scenario (no LD_PRELOAD:
+    the worker loads the library by path)."""
     from tests.nvml_sim import simlib
 
     try:
         built = simlib.build(tmp_path / "nvsim")
     except simlib.SimUnavailable as exc:
         pytest.skip(f"simulated NVML unavailable: {exc}")
-    scenario = simlib.write_scenario(simlib.resolve("hang-handle.json"), tmp_path / "scn.json")
+    scenario = simlib.write_scenario(simlib.resolve(scenario_name), tmp_path / "scn.json")
     env = simlib.worker_env(built, scenario)
     env.pop("LD_PRELOAD", None)
+    return env
+
+
+def test_wedged_nvml_never_stalls_the_endpoint(tmp_path):
+    env = _sim_env(tmp_path, "hang-handle.json")
     config = ("run:\n  fast_interval: 1\ngpu:\n  nvml_deadline_s: 1\n"
               "  nvml_first_deadline_s: 2\n")
     agent, port = start_agent(tmp_path, ["--host-root", str(BUNDLES / "host-foundation-only" / "root"),
@@ -200,17 +207,9 @@ def test_live_run_holds_nvml_in_one_worker_that_also_delivers_xid_events(tmp_pat
     delivers XID 48 on GPU 2 and XID 94 on GPU 5 (scenarios/xid-events.json): the agent has one
     NVML child, the worker with --events, and the XIDs reach the metrics through it. (Until the
     event wait moved into the snapshot worker, `run` had two NVML children.)"""
-    from tests.nvml_sim import simlib
-
     if not os.access("/dev/kmsg", os.R_OK):
         pytest.skip("no readable /dev/kmsg: a live run has no XID monitor here")
-    try:
-        built = simlib.build(tmp_path / "nvsim")
-    except simlib.SimUnavailable as exc:
-        pytest.skip(f"simulated NVML unavailable: {exc}")
-    scenario = simlib.write_scenario(simlib.resolve("xid-events.json"), tmp_path / "scn.json")
-    env = simlib.worker_env(built, scenario)
-    env.pop("LD_PRELOAD", None)
+    env = _sim_env(tmp_path, "xid-events.json")
     config = (f"state_dir: {tmp_path / 'state'}\nrun:\n  fast_interval: 1\n"
               "kube:\n  enabled: false\n")
     agent, port = start_agent(tmp_path, [], config, env=env)
