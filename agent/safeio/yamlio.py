@@ -50,9 +50,10 @@ _INT_TAG = "tag:yaml.org,2002:int"
 # same CDI spec (checks/containerd/cdi_specs.py), 1 ms each on libyaml, and `run` parses it
 # again every cycle. A hit hands out a deep copy (a caller may change what it got; deepcopy
 # keeps an alias's sharing as PyYAML built it), ~0.1 ms. Bounded by the texts' length: small
-# files only, and the least recently used dropped past the total.
+# files only, and the least recently used dropped past the total (a parsed CDI spec holds
+# ~6x its text, so at most ~1 MiB in all; what one `run` cycle parses is a few dozen KiB).
 MEMO_TEXT_MAX = 64 * 1024
-MEMO_TOTAL_MAX = 256 * 1024
+MEMO_TOTAL_MAX = 128 * 1024
 _memo: "OrderedDict[Tuple[str, int, int], Any]" = OrderedDict()
 _memo_chars = 0
 _memo_lock = threading.Lock()
