@@ -64,8 +64,6 @@ class GpuState:
 
 @dataclass(frozen=True)
 class GpuHealth:
-    """Every GPU's health on one host and what the policy requires of it."""
-
     gpus: Tuple[GpuState, ...]
     # The policy's number (None: "all"); ``required`` what it means on this host.
     min_healthy: Optional[int]

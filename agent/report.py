@@ -26,8 +26,6 @@ CLOSING_STRICT = (Status.WARN, Status.FAIL, Status.UNKNOWN)
 
 @dataclass(frozen=True)
 class Gate:
-    """One allocation path's gate: open, or the checks that close it."""
-
     path: str
     open: bool
     blocking: Tuple[str, ...]
@@ -94,8 +92,6 @@ _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 @dataclass(frozen=True)
 class Report:
-    """One run's verdicts, gates and context: what every output renders."""
-
     path: str
     strict: bool
     results: Tuple[CheckResult, ...]
