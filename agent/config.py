@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import yaml
-from pydantic import Field, ValidationError
 
 from agent.config_sections import (
     AllocationPath,
@@ -29,6 +28,7 @@ from agent.config_sections import (
 from agent.errors import ConfigError
 from agent.model import LATEST_POLICY_VERSION
 from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
+from agent.safeio.schema import Field, ValidationError
 from agent.safeio.yamlio import safe_load
 from checks.fabric.policy import ImexConfig
 

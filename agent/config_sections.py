@@ -6,9 +6,8 @@ import ipaddress
 import re
 from typing import Any, Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
 from agent.model import PATHS
+from agent.safeio.schema import Field, Record, field_validator, model_validator
 
 
 def _refuse(problem: Optional[str]) -> None:
@@ -21,8 +20,8 @@ AllocationPath = Literal["device-plugin", "dra", "operator-clusterpolicy", "oper
 assert set(AllocationPath.__args__) == set(PATHS)  # type: ignore[attr-defined]
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Section(Record):
+    """Unknown keys are refused."""
 
 
 class ContainerdConfig(_Section):

@@ -6,9 +6,8 @@ path (``ResolvedPolicy``) so they never look the path up themselves.
 import datetime
 from typing import Any, Dict, List, Mapping, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agent.model import LATEST_POLICY_VERSION
+from agent.safeio.schema import Field, Record
 from agent.safeio.yamlio import safe_load
 from checks.allocation.policy import SharingPolicy
 from checks.containerd.policy import ContainerdPolicy
@@ -24,8 +23,8 @@ KNOWN_POLICY_VERSIONS = tuple(range(1, LATEST_POLICY_VERSION + 1))
 XID_TABLE_VERSION = {1: 1, 2: 1}
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(Record, frozen=True):
+    """Unknown keys are refused."""
 
 
 class BranchInfo(_Strict):
