@@ -7,6 +7,7 @@ same values and every file it refused is still refused, with the same words.
 import datetime
 import math
 import re
+import typing
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 Loc = Tuple[Any, ...]
@@ -238,3 +239,43 @@ def bounded(inner: Check, ge: Any = None, gt: Any = None, le: Any = None, lt: An
             raise Invalid(f"String should match pattern '{pattern}'")
         return value
     return check
+
+
+def check_for(hint: Any, strict: bool = False, bounds: Optional[Dict[str, Any]] = None) -> Check:
+    """The check of one annotation, with ``bounds`` (``bounded``'s arguments) applied to it.
+    A record class (agent/safeio/schema.py) brings its own check, ``_coerce``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        meta = next((m for m in args[1:] if hasattr(m, "bounds")), None)
+        return check_for(args[0], bool(meta and meta.strict), meta.bounds if meta else None)
+    check: Check
+    if isinstance(hint, type) and hasattr(hint, "_coerce"):
+        check = hint._coerce
+    elif hint is int and strict:
+        check = check_strict_int
+    elif hint in _SCALARS:
+        check = _SCALARS[hint]
+    elif hint is typing.Any:
+        check = _identity
+    elif origin is typing.Literal:
+        check = literal(args)
+    elif origin is typing.Union:
+        members = [a for a in args if a is not type(None)]
+        inner = check_for(members[0]) if len(members) == 1 else union(
+            [check_for(m) for m in members])
+        check = optional(inner) if len(members) < len(args) else inner
+    elif origin is list:
+        check = list_of(check_for(args[0]))
+    elif origin is dict:
+        check = dict_of(check_for(args[0]), check_for(args[1]))
+    else:
+        raise TypeError(f"schema: no check for the annotation {hint!r}")
+    return bounded(check, **bounds) if bounds else check
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+_SCALARS: Dict[Any, Check] = {str: check_str, int: check_int, float: check_float,
+                              bool: check_bool, datetime.date: check_date}

@@ -14,7 +14,7 @@ fields are built on the first validation, from the annotations (typing.get_origi
 """
 import copy
 import typing
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Set, Type, TypeVar
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Set, Tuple, Type, TypeVar
 
 from agent.safeio import coerce
 from agent.safeio.coerce import Check, Errors, Invalid
@@ -23,8 +23,6 @@ __all__ = ["Field", "Record", "ValidationError", "field_validator", "model_valid
 
 F = TypeVar("F")
 R = TypeVar("R", bound="Record")
-_SCALARS: Dict[Any, Check] = {str: coerce.check_str, int: coerce.check_int,
-                              float: coerce.check_float, bool: coerce.check_bool}
 
 
 class ValidationError(ValueError):
@@ -68,8 +66,8 @@ def field_validator(*names: str, mode: str = "after") -> Callable[[F], F]:
     """A check of the named fields: ``fn(cls, value)`` returns the value or raises ValueError
     (the field's error). ``mode="before"`` sees the raw value, "after" the converted one."""
     def mark(fn: F) -> F:
-        func = getattr(fn, "__func__", fn)
-        func._schema_fields = (names, mode)  # type: ignore[attr-defined]
+        func: Any = getattr(fn, "__func__", fn)
+        func._schema_fields = (names, mode)
         return fn
     return mark
 
@@ -97,56 +95,10 @@ class _Spec:
         self.after: List[Callable[..., Any]] = []
 
 
-def _check_for(hint: Any, info: Optional[FieldInfo] = None) -> Check:
-    """The check of one annotation, with the constraints of ``info`` applied to it."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    strict = info is not None and info.strict
-    if origin is typing.Annotated:
-        meta = next((m for m in args[1:] if isinstance(m, FieldInfo)), None)
-        return _check_for(args[0], meta)
-    if isinstance(hint, type) and issubclass(hint, Record):
-        check: Check = hint._coerce
-    elif hint is int and strict:
-        check = coerce.check_strict_int
-    elif hint in _SCALARS:
-        check = _SCALARS[hint]
-    elif hint is typing.Any:
-        check = _identity
-    elif hint is _date():
-        check = coerce.check_date
-    elif origin is typing.Literal:
-        check = coerce.literal(args)
-    elif origin is typing.Union:
-        members = [a for a in args if a is not type(None)]
-        inner = _check_for(members[0]) if len(members) == 1 else coerce.union(
-            [_check_for(m) for m in members])
-        check = coerce.optional(inner) if len(members) < len(args) else inner
-    elif origin in (list, List):
-        check = coerce.list_of(_check_for(args[0]))
-    elif origin in (dict, Dict):
-        check = coerce.dict_of(_check_for(args[0]), _check_for(args[1]))
-    else:
-        raise TypeError(f"schema: no check for the annotation {hint!r}")
-    if info is not None and info.bounds:
-        check = coerce.bounded(check, **info.bounds)
-    return check
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-def _date() -> Any:
-    import datetime
-
-    return datetime.date
-
-
 class Record:
     """Subclass with annotated fields; ``class X(Record, frozen=True)`` refuses assignment."""
 
     _fields: ClassVar[Dict[str, _Spec]] = {}
-    _keys: ClassVar[Dict[str, _Spec]] = {}
     _record_checks: ClassVar[List[Callable[..., Any]]] = []
     _frozen: ClassVar[bool] = False
     _built: ClassVar[bool] = False
@@ -166,7 +118,6 @@ class Record:
             if isinstance(value, FieldInfo) and info.default is not _REQUIRED:
                 setattr(cls, name, info.default)
         cls._fields = fields
-        cls._keys = {spec.key: spec for spec in fields.values()}
         cls._record_checks = list(cls._record_checks)
         cls._built = False
 
@@ -174,7 +125,7 @@ class Record:
     def _build(cls) -> None:
         """The fields' checks and validators, once, on the first validation."""
         for spec in cls._fields.values():
-            spec.check = _check_for(spec.hint, spec.info)
+            spec.check = coerce.check_for(spec.hint, spec.info.strict, spec.info.bounds)
             spec.before, spec.after = [], []
         for klass in reversed(cls.__mro__):
             for attr in vars(klass).values():
@@ -259,7 +210,7 @@ class Record:
         object.__setattr__(self, name, value)
 
     def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
+        if not isinstance(other, Record) or type(other) is not type(self):
             return NotImplemented
         return self._values() == other._values()
 
@@ -272,7 +223,7 @@ class Record:
         inner = ", ".join(f"{k}={getattr(self, k)!r}" for k in type(self)._fields)
         return f"{type(self).__name__}({inner})"
 
-    def _values(self) -> tuple:
+    def _values(self) -> Tuple[Any, ...]:
         return tuple(getattr(self, name) for name in type(self)._fields)
 
     def model_dump(self, mode: str = "python") -> Dict[str, Any]:
