@@ -119,11 +119,17 @@ def check_date(value: Any) -> datetime.date:
         return value.date()
     if isinstance(value, datetime.date):
         return value
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # a Unix time, as pydantic took it
     if isinstance(value, int) and not isinstance(value, bool):
-        if value % 86400:
+        day = 86_400_000 if abs(value) > 20_000_000_000 else 86_400  # pydantic: beyond, ms
+        if value % day:
             raise Invalid("Datetimes provided to dates should have zero time - e.g. be exact "
                           "dates")
-        return datetime.date(1970, 1, 1) + datetime.timedelta(days=value // 86400)
+        try:
+            return datetime.date(1970, 1, 1) + datetime.timedelta(days=value // day)
+        except OverflowError:
+            raise Invalid("Input should be a valid date") from None
     text = _text(value)
     match = _DATE_TEXT.match(text) if text is not None else None
     if match:
