@@ -1,4 +1,4 @@
-"""The agent's configuration file (YAML, pydantic models).
+"""The agent's configuration file (YAML, records of agent/safeio/schema.py).
 
 A missing *default* file means built-in defaults; a file named explicitly must exist. A
 malformed file is one line naming the file, the field and the problem (ConfigError), and

@@ -1,6 +1,6 @@
-"""The sections of the configuration file (agent/config.py's Config holds one of each): pydantic
-models, each field with its default and why, validated as the file is parsed. Unknown keys are
-errors (extra="forbid"): a typo must not silently do nothing.
+"""The sections of the configuration file (agent/config.py's Config holds one of each): records
+(agent/safeio/schema.py), each field with its default and why, validated as the file is parsed.
+Unknown keys are errors: a typo must not silently do nothing.
 """
 import ipaddress
 import re
@@ -11,7 +11,7 @@ from agent.safeio.schema import Field, Record, field_validator, model_validator
 
 
 def _refuse(problem: Optional[str]) -> None:
-    """A field validator's refusal: pydantic reports the ValueError as the field's error."""
+    """A field validator's refusal: the schema reports the ValueError as the field's error."""
     if problem:
         raise ValueError(problem)
 

@@ -144,7 +144,7 @@ def _deep_merge(base: Dict[str, Any], override: Mapping[str, Any]) -> Dict[str, 
 
 
 def load_policy(version: int = 1, overrides: Optional[Mapping[str, Any]] = None) -> Policy:
-    """Raises pydantic.ValidationError (the caller names the file) or ValueError."""
+    """Raises agent.safeio.schema.ValidationError (the caller names the file) or ValueError."""
     if version not in KNOWN_POLICY_VERSIONS:
         known = ", ".join(str(v) for v in KNOWN_POLICY_VERSIONS)
         raise ValueError(f"policy_version {version} is not known to this agent (knows: {known})")
