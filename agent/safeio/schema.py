@@ -16,6 +16,7 @@ import copy
 import typing
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Set, Tuple, Type, TypeVar
 
+from agent.errors import ParseError
 from agent.safeio import coerce
 from agent.safeio.coerce import Check, Errors, Invalid
 
@@ -25,9 +26,10 @@ F = TypeVar("F")
 R = TypeVar("R", bound="Record")
 
 
-class ValidationError(ValueError):
+class ValidationError(ParseError):
     """Every problem of one validation: ``errors()`` lists {"loc": tuple, "msg": str}, the
-    first one in field order first."""
+    first one in field order first. A ParseError (a ValueError): the caller names the file
+    and raises ConfigError; one that reaches the command line unmapped is internal (3)."""
 
     def __init__(self, title: str, problems: List[Invalid]) -> None:
         self.title = title
