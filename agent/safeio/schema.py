@@ -120,24 +120,27 @@ class Record:
             if isinstance(value, FieldInfo) and info.default is not _REQUIRED:
                 setattr(cls, name, info.default)
         cls._fields = fields
-        cls._record_checks = list(cls._record_checks)
         cls._built = False
 
     @classmethod
     def _build(cls) -> None:
-        """The fields' checks and validators, once, on the first validation."""
-        for spec in cls._fields.values():
-            spec.check = coerce.check_for(spec.hint, spec.info.strict, spec.info.bounds)
-            spec.before, spec.after = [], []
+        """The fields' checks and validators, once, on the first validation. Built aside and
+        then set whole: a thread validating meanwhile never sees a half-filled list."""
+        before: Dict[str, List[Callable[..., Any]]] = {name: [] for name in cls._fields}
+        after: Dict[str, List[Callable[..., Any]]] = {name: [] for name in cls._fields}
+        records: List[Callable[..., Any]] = []
         for klass in reversed(cls.__mro__):
             for attr in vars(klass).values():
                 func = getattr(attr, "__func__", attr)
                 names, mode = getattr(func, "_schema_fields", ((), ""))
                 for name in names:
-                    spec = cls._fields[name]
-                    (spec.before if mode == "before" else spec.after).append(func)
-                if getattr(func, "_schema_record", None) and func not in cls._record_checks:
-                    cls._record_checks.append(func)
+                    (before if mode == "before" else after)[name].append(func)
+                if getattr(func, "_schema_record", None) and func not in records:
+                    records.append(func)
+        for spec in cls._fields.values():
+            spec.check = coerce.check_for(spec.hint, spec.info.strict, spec.info.bounds)
+            spec.before, spec.after = before[spec.name], after[spec.name]
+        cls._record_checks = records
         cls._built = True
 
     def __init__(self, **data: Any) -> None:
