@@ -181,12 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    # pydantic looks for plugins (the entry points of every installed distribution, through
-    # importlib.metadata) when it builds its first model. The agent uses none, and the scan
-    # costs a one-shot `check` ~10 ms (pydantic docs, "Plugins": PYDANTIC_DISABLE_PLUGINS;
-    # bench/bench_footprint.py). A value the environment sets is kept.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    defer_importlib_metadata()  # pydantic imports it for that scan alone (cli_common says why)
+    defer_importlib_metadata()  # only agent/version.py asks it, rarely (cli_common says why)
     words = list(argv if argv is not None else sys.argv[1:])
     # Anywhere before a `--` (a value such as `--only --debug` is refused by the parser anyway).
     debug = "--debug" in (words[: words.index("--")] if "--" in words else words)

@@ -12,17 +12,18 @@ if TYPE_CHECKING:
 
 
 METADATA = "importlib.metadata"
-# What the libraries the agent imports take from importlib.metadata by name at their import:
-# pydantic 2.13/2.14 plugin/_loader.py (entry_points, distributions), networks.py (version),
-# version.py (distribution); agent/version.py (version, distribution).
+# What may be taken from importlib.metadata by name at import: agent/version.py takes version
+# and distribution (inside a function); entry_points and distributions are what libraries
+# scanning for plugins take (pydantic did, when the agent used it).
 DEFERRED_NAMES = ("entry_points", "distributions", "distribution", "version")
 
 
 def defer_importlib_metadata() -> None:
     """Make ``importlib.metadata`` a stand-in that imports the real module on first use.
 
-    pydantic's plugin loader imports it at import time and only calls it to scan for plugins,
-    which PYDANTIC_DISABLE_PLUGINS turns off (cli.main). Importing it brings 29 modules
+    No library the agent imports needs it at import time today (pydantic's plugin loader did
+    before the agent dropped pydantic); this keeps one that does from costing every one-shot
+    command the import, and agent/version.py then loads it only when it must. It brings 29 modules
     (email, zipfile, shutil, tempfile, importlib.resources, bz2, lzma): 1.1 MiB of Python heap
     and 38-43 ms CPU on the bench machine (bench/bench_footprint.py, docs/decisions.md). The
     stand-in's functions, and any other attribute asked of it, load the real module (the
@@ -116,7 +117,7 @@ def resolve_policy(config: "Config", origin: Optional[str], path: str) -> "Resol
 
     try:
         policy = load_policy(config.policy_version, config.policy)
-    except Exception as exc:  # pydantic.ValidationError or ValueError: a config error
+    except Exception as exc:  # schema.ValidationError or ValueError: a config error
         raise policy_error(exc, origin or "built-in config") from None
     return ResolvedPolicy(policy, path, settings=config.model_dump())
 

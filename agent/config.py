@@ -1,4 +1,4 @@
-"""The agent's configuration file (YAML, pydantic models).
+"""The agent's configuration file (YAML, records of agent/safeio/schema.py).
 
 A missing *default* file means built-in defaults; a file named explicitly must exist. A
 malformed file is one line naming the file, the field and the problem (ConfigError), and
@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import yaml
-from pydantic import Field, ValidationError
 
 from agent.config_sections import (
     AllocationPath,
@@ -29,6 +28,7 @@ from agent.config_sections import (
 from agent.errors import ConfigError
 from agent.model import LATEST_POLICY_VERSION
 from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
+from agent.safeio.schema import Field, ValidationError
 from agent.safeio.yamlio import safe_load
 from checks.fabric.policy import ImexConfig
 

@@ -1,18 +1,17 @@
-"""The sections of the configuration file (agent/config.py's Config holds one of each): pydantic
-models, each field with its default and why, validated as the file is parsed. Unknown keys are
-errors (extra="forbid"): a typo must not silently do nothing.
+"""The sections of the configuration file (agent/config.py's Config holds one of each): records
+(agent/safeio/schema.py), each field with its default and why, validated as the file is parsed.
+Unknown keys are errors: a typo must not silently do nothing.
 """
 import ipaddress
 import re
 from typing import Any, Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
 from agent.model import PATHS
+from agent.safeio.schema import Field, Record, field_validator, model_validator
 
 
 def _refuse(problem: Optional[str]) -> None:
-    """A field validator's refusal: pydantic reports the ValueError as the field's error."""
+    """A field validator's refusal: the schema reports the ValueError as the field's error."""
     if problem:
         raise ValueError(problem)
 
@@ -21,8 +20,8 @@ AllocationPath = Literal["device-plugin", "dra", "operator-clusterpolicy", "oper
 assert set(AllocationPath.__args__) == set(PATHS)  # type: ignore[attr-defined]
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Section(Record):
+    """Unknown keys are refused."""
 
 
 class ContainerdConfig(_Section):

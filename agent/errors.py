@@ -5,7 +5,8 @@ prints `gpu-node-agent: internal error: <Type>: <message>`, the traceback only w
 exactly as any other unexpected exception does.
 
 Kept free of heavy imports so every wing can derive from it, and the CLI can catch it without
-importing pydantic or PyYAML. The exit codes live here so the classes and `main` share one table.
+importing the config records or PyYAML. The exit codes live here so the classes and `main`
+share one table.
 
 Deliberately not AgentErrors (they never reach the user as such): the Kubernetes client's
 ApiError and Unreachable (agent/kube/errors.py: a request's answer, which the callers turn into

@@ -42,7 +42,7 @@ from tests.integration.agentproc import Proc, free_port, http_get, wait_for  # n
 FULL_HOST = REPO / "tests" / "fixtures" / "bundles" / "full-healthy-dra"
 ROLLUP = ("Rss", "Pss", "Pss_Anon", "Pss_File")
 # What `run` imports beyond `check` (agent/cli_run.py and the daemon), for the heap figure.
-RUN_IMPORTS = ("pydantic", "yaml", "agent.cli", "agent.cli_run", "agent.config", "checks.registry",
+RUN_IMPORTS = ("yaml", "agent.cli", "agent.cli_run", "agent.config", "checks.registry",
                "agent.daemon.service", "agent.daemon.process", "agent.nvml.client",
                "agent.xid.monitor", "agent.outputs.metrics_server", "agent.outputs.node.publish",
                "agent.kube.session", "agent.host.build")

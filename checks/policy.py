@@ -6,9 +6,8 @@ path (``ResolvedPolicy``) so they never look the path up themselves.
 import datetime
 from typing import Any, Dict, List, Mapping, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agent.model import LATEST_POLICY_VERSION
+from agent.safeio.schema import Field, Record
 from agent.safeio.yamlio import safe_load
 from checks.allocation.policy import SharingPolicy
 from checks.containerd.policy import ContainerdPolicy
@@ -24,8 +23,8 @@ KNOWN_POLICY_VERSIONS = tuple(range(1, LATEST_POLICY_VERSION + 1))
 XID_TABLE_VERSION = {1: 1, 2: 1}
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(Record, frozen=True):
+    """Unknown keys are refused."""
 
 
 class BranchInfo(_Strict):
@@ -145,7 +144,7 @@ def _deep_merge(base: Dict[str, Any], override: Mapping[str, Any]) -> Dict[str, 
 
 
 def load_policy(version: int = 1, overrides: Optional[Mapping[str, Any]] = None) -> Policy:
-    """Raises pydantic.ValidationError (the caller names the file) or ValueError."""
+    """Raises agent.safeio.schema.ValidationError (the caller names the file) or ValueError."""
     if version not in KNOWN_POLICY_VERSIONS:
         known = ", ".join(str(v) for v in KNOWN_POLICY_VERSIONS)
         raise ValueError(f"policy_version {version} is not known to this agent (knows: {known})")

@@ -527,8 +527,7 @@ def test_policy_v2_extends_v1_and_an_unpinned_config_gets_it():
 
 
 def test_xid_overrides_merge_per_code_and_per_field_and_reject_bad_shapes():
-    import pydantic
-
+    from agent.safeio.schema import ValidationError
     from checks.xid.policy import load_xid_policy
 
     new = load_xid_policy({"codes": {156: {"class": "reset-gpu", "catalog": "RESET_GPU"}}})
@@ -537,5 +536,5 @@ def test_xid_overrides_merge_per_code_and_per_field_and_reject_bad_shapes():
     th = load_xid_policy({"default_threshold": {"status": "fail"}}).default_threshold
     assert (th.count, th.window_s, th.status) == (10, 3600, "fail")
     for bad in ({"codes": {13: "ignore"}}, {"default_threshold": 5}, {"source": {"a": 1}}):
-        with pytest.raises(pydantic.ValidationError):
+        with pytest.raises(ValidationError):
             load_xid_policy(bad)

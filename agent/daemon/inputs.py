@@ -9,7 +9,7 @@ from agent.outputs.webconfig import WebConfig
 
 class RunSettings(Protocol):
     """The `run:` settings the daemon reads (docs/metrics.md, docs/systemd.md); agent.config's
-    RunConfig has them. Read-only properties, so the pydantic model's fields match."""
+    RunConfig has them. Read-only properties, so the config record's fields match."""
 
     @property
     def listen_address(self) -> str: ...

@@ -236,7 +236,7 @@ class Daemon(ProcessShell, EventHooks):
         self._pump.offer(report)
         # A cycle leaves cyclic garbage (ctypes/pyudev handles, hosts) that, with so few
         # allocations between cycles, would wait long for a full collection: collect it now,
-        # while nobody waits. Then, once, move the start-up heap (modules, pydantic models,
+        # while nobody waits. Then, once, move the start-up heap (modules, config records,
         # the registry) out of the collector's view so no scrape pays for scanning it.
         gc.collect()
         malloc_trim()

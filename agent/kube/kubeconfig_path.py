@@ -40,7 +40,8 @@ class KubeconfigChoice:
 
 
 def explicit(kcfg: Any) -> bool:
-    """True when the config file names `kube.kubeconfig` (pydantic's fields_set); a settings
+    """True when the config file names `kube.kubeconfig` (the record's model_fields_set,
+    agent/safeio/schema.py); a settings
     object without that record (a test's namespace) counts as explicit: used as given."""
     fields = getattr(kcfg, "model_fields_set", None)
     return fields is None or "kubeconfig" in fields

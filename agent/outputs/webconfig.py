@@ -18,11 +18,10 @@ import time
 from collections import OrderedDict
 from typing import Callable, Dict, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from agent.errors import ConfigError
 from agent.outputs.ratelimit import TokenBucket
 from agent.safeio.bounded import CONFIG_CAP, read_bytes_capped
+from agent.safeio.schema import Record, ValidationError
 from agent.safeio.yamlio import YamlError, safe_load
 
 TLS_VERSIONS = {
@@ -115,8 +114,8 @@ class WebConfigError(ConfigError):
     """One line: file, field, problem. A ConfigError: `run` refuses it at start with exit 2."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Strict(Record):
+    """Unknown keys are refused."""
 
 
 class TlsServerConfig(_Strict):

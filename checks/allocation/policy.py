@@ -17,16 +17,15 @@ failed (docs/decisions.md, "GPU sharing per allocation path"):
 """
 from typing import Dict, List, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
-
 from agent.model import PATHS
+from agent.safeio.schema import Record, field_validator
 
 Strategy = Literal["time-slicing", "mps"]
 STRATEGIES = ("time-slicing", "mps")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(Record, frozen=True):
+    """Unknown keys are refused."""
 
 
 def _v1_allowed() -> Dict[str, List[Strategy]]:

@@ -3,11 +3,11 @@ checks. checks.policy.Policy carries it as ``policy.containerd``.
 
 The defaults are what policy version 1 gets (no new gate); policy_v2.yaml turns them on.
 """
-from pydantic import BaseModel, ConfigDict
+from agent.safeio.schema import Record
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(Record, frozen=True):
+    """Unknown keys are refused."""
 
 
 class ContainerdPolicy(_Strict):

@@ -14,15 +14,13 @@ id, since a GPU the proprietary module could not initialise is on PCI but not in
 import re
 from typing import List
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from agent.safeio.schema import Record, field_validator
 
 # "10de:2901": vendor and device, four hex digits each, as sysfs and `lspci -n` print them.
 _PCI_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
 
 
-class OpenModulePolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class OpenModulePolicy(Record, frozen=True):
     # NVML product names (nvmlDeviceGetName), matched whole or as a prefix ending at a word
     # boundary: "NVIDIA B300" holds "NVIDIA B300 SXM6 AC", never "NVIDIA B3000".
     products: List[str] = []

@@ -13,16 +13,12 @@ module stays within its line budget.
 """
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict
+from agent.safeio.schema import Record
 
 
-class ImexPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ImexPolicy(Record, frozen=True):
     host_service_conflict: Literal["warn", "fail"] = "warn"
 
 
-class ImexConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ImexConfig(Record):
     compute_domains: Union[Literal["auto"], bool] = "auto"

@@ -11,13 +11,11 @@ serving the rest safe on the device-plugin paths; on DRA paths the number is adv
 """
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from agent.safeio.schema import Field, Record
 
 ALL: Literal["all"] = "all"
 
 
-class HealthPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class HealthPolicy(Record, frozen=True):
     # "all", or an integer >= 1 (strict: "7" or 7.0 is a mistake in the config, not a 7).
     min_healthy_gpus: Union[Literal["all"], Annotated[int, Field(ge=1, strict=True)]] = ALL

@@ -5,14 +5,13 @@ without the section still validates. checks.policy.Policy carries it as ``policy
 """
 from typing import List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
 from agent.model import PATHS
+from agent.safeio.schema import Field, Record, field_validator, model_validator
 from checks.gpu.sku_table import NAMES
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(Record, frozen=True):
+    """Unknown keys are refused."""
 
 
 class EccPolicy(_Strict):

@@ -8,9 +8,8 @@ for as long as it lasts, and an ownership conflict is not judged. policy_v2.yaml
 """
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agent.driver_layout import OPERATOR_DRIVER_ROOT
+from agent.safeio.schema import Field, Record
 
 # NVIDIA/gpu-operator, api/nvidia/v1/clusterpolicy_types.go: ToolkitSpec.InstallDir, "Toolkit
 # install directory on the host", +kubebuilder:default=/usr/local/nvidia. The toolkit container
@@ -25,8 +24,8 @@ OPERATOR_TOOLKIT_ROOT = "/usr/local/nvidia/toolkit"
 OPERATOR_VALIDATIONS_DIR = "/run/nvidia/validations"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(Record, frozen=True):
+    """Unknown keys are refused."""
 
 
 # An absolute host path without glob characters (the checks glob under it).

@@ -7,8 +7,7 @@ field under ``policy: {xid: ...}``. checks.policy.Policy carries it as ``policy.
 import os
 from typing import Any, Dict, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from agent.safeio.schema import Field, Record
 from agent.safeio.yamlio import safe_load
 
 XidClass = Literal["ignore", "restart-app", "reset-gpu", "reboot"]
@@ -17,8 +16,8 @@ STICKY_CLASSES = ("reset-gpu", "reboot")
 CLEARED_BY_RESET = ("reset-gpu",)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+class _Strict(Record, frozen=True):
+    """Unknown keys are refused."""
 
 
 class Threshold(_Strict):

@@ -8,7 +8,6 @@ cmd/nvidia-validator/main.go, the driver-ready lines of its Driver.createStatusF
 """
 import datetime
 
-import pydantic
 import pytest
 
 from agent.cli_common import resolve_policy
@@ -17,6 +16,7 @@ from agent.engine import Engine
 from agent.host.bundle import load_bundle
 from agent.host.collect import collect
 from agent.host.seam import Host
+from agent.safeio.schema import ValidationError
 from checks.driver.driver_branch import DRIVER_BRANCH
 from checks.driver.driver_library_match import DRIVER_LIBRARY_MATCH
 from checks.driver.driver_loaded import DRIVER_LOADED
@@ -70,8 +70,9 @@ def test_policy_v1_gets_the_defaults_and_v2_turns_the_gates_on():
     ("unknown_key", 1),
 ])
 def test_policy_rejects_bad_values(field, value):
-    with pytest.raises(pydantic.ValidationError):
+    with pytest.raises(ValidationError) as err:
         load_policy(2, {"operator": {field: value}})
+    assert err.value.errors()[0]["loc"] == ("operator", field)
 
 
 def test_a_config_can_move_the_driver_root(tmp_path):

@@ -93,7 +93,7 @@ def main() -> int:
             client.close()
         assert snap.get("error") is None and snap["gpus"], snap.get("error")
         print("nvml worker ok:", len(snap["gpus"]), "GPUs")
-    # 5. a whole check run on a bundle (the engine, pydantic's compiled core, YAML)
+    # 5. a whole check run on a bundle (the engine, the config and policy records, YAML)
     if len(sys.argv) > 2:
         from agent.cli import main as cli_main
 

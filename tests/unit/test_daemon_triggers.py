@@ -10,7 +10,6 @@ from dataclasses import replace
 from typing import Any, Dict, List
 
 import pytest
-from pydantic import ValidationError
 
 from agent.config import Config
 from agent.daemon.inputs import Generation, Source
@@ -23,6 +22,7 @@ from agent.model import Check, CheckResult, Interval, Severity, Status, failed, 
 from agent.outputs.nfd_output import NfdOutput
 from agent.outputs.node.publish import Publisher
 from agent.report import Report, build_report, count_opens
+from agent.safeio.schema import ValidationError
 from tests.reliability.helpers import HEALTHY_ROOT
 
 

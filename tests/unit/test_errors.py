@@ -28,6 +28,7 @@ USER_ERRORS = {  # class (dotted) -> exit code
     "agent.errors.ParseError": 3,
     "agent.safeio.jsonio.JsonError": 3,
     "agent.safeio.yamlio.YamlError": 3,
+    "agent.safeio.schema.ValidationError": 3,
     "agent.engine.RegistryError": 3,
 }
 
@@ -40,6 +41,9 @@ NOT_USER_FACING = {
     "agent.safeio.bounded.ReadCapExceeded",  # an OSError by contract: an unreadable file
     "agent.safeio.bounded.NotARegularFile",  # likewise
     "agent.host.redact.TooLarge",  # redaction's own signal, caught where it is raised
+    # The schema's signals of one value's problems, gathered into its ValidationError.
+    "agent.safeio.coerce.Invalid",
+    "agent.safeio.coerce.Errors",
 }
 
 
@@ -77,10 +81,11 @@ def test_each_error_carries_its_exit_code(name, code):
 def test_errors_that_were_value_errors_still_are():
     # Callers that treat a ValueError as bad input keep catching these.
     from agent.safeio.jsonio import JsonError
+    from agent.safeio.schema import ValidationError  # pydantic's was a ValueError too
     from agent.safeio.yamlio import YamlError
     from agent.xid.clear import ClearUsageError
 
-    for cls in (ParseError, JsonError, YamlError, ClearUsageError):
+    for cls in (ParseError, JsonError, YamlError, ClearUsageError, ValidationError):
         assert issubclass(cls, ValueError), cls
     import yaml
 

@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import jsonschema
-import pydantic
 import pytest
 
 from agent.cli import main, resolve_policy
@@ -19,6 +18,7 @@ from agent.outputs.node.condition import LISTED_MAX, unhealthy_gpus_value
 from agent.outputs.node.reconcile import plan
 from agent.outputs.render import report_dict
 from agent.report import build_report
+from agent.safeio.schema import ValidationError
 from checks.gpu.gpu_count import GPU_COUNT
 from checks.nvml_responsive import NVML_RESPONSIVE
 from checks.policy import load_policy
@@ -220,7 +220,7 @@ def test_the_annotation_is_bounded():
 
 @pytest.mark.parametrize("bad", [0, -1, "7", 7.5, True, "some"])
 def test_min_healthy_gpus_must_be_all_or_an_integer_of_at_least_one(bad):
-    with pytest.raises(pydantic.ValidationError, match="min_healthy_gpus"):
+    with pytest.raises(ValidationError, match="min_healthy_gpus"):
         load_policy(2, {"health": {"min_healthy_gpus": bad}})
 
 

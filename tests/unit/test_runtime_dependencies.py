@@ -23,7 +23,6 @@ PROVIDES = {
     "nvidia-ml-py": "pynvml",
     "pyudev": "pyudev",
     "requests": "requests",
-    "pydantic": "pydantic",
     "bcrypt": "bcrypt",
     "pyyaml": "yaml",
     "tomli": "tomli",
@@ -93,3 +92,10 @@ def test_the_three_unused_packages_are_gone():
     # them; the exposition is written by hand (agent/outputs/metrics.py) and os-release is
     # parsed through the Host seam (docs/decisions.md).
     assert not {"psutil", "distro", "prometheus-client"} & _declared()
+
+
+def test_pydantic_is_no_dependency():
+    # The config, policy and web-config records are validated by agent/safeio/schema.py
+    # (docs/decisions.md, "Config and policy validation without pydantic").
+    assert not {"pydantic", "pydantic-core"} & _declared()
+    assert "pydantic" not in _imported_third_party()

@@ -32,7 +32,7 @@ import checks.registry  # noqa: E402,F401
 from agent.version import version  # noqa: E402
 
 version()  # package metadata is read once, before the hook
-# pydantic loads its plugins through entry points on first validation: do that now.
+# The policy files are read and the config and policy records built once, before the hook.
 agent.cli.resolve_policy(__import__("agent.config").config.Config(), None, path)
 
 ALLOWED = [
