@@ -237,7 +237,7 @@ def each_field(
                     + (f" ({text(message, 200)})" if message else "")))
             continue
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            what = "a boolean" if expected is bool else "an object"
+            what = {bool: "a boolean", int: "an integer"}.get(expected, "an object")
             findings.unreadable.append((SNAPSHOT_MALFORMED,
                 f"malformed snapshot: {SnapshotError(f'gpus[{i}].{name}', what, value)}"))
             continue

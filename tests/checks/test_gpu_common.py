@@ -127,3 +127,18 @@ def test_every_gpu_check_declares_the_prologue_codes(check):
     else:
         assert {SNAPSHOT_MALFORMED, FIELD_UNREADABLE} <= codes
     assert "snapshot-missing" not in codes
+
+
+@pytest.mark.parametrize("expected, value, words", [
+    # gpu-sku reads pci_device_id as an integer (nvml.h nvmlPciInfo_t.pciDeviceId, unsigned int)
+    (int, "0x233010DE", "is a string, expected an integer"),
+    (int, True, "is a boolean, expected an integer"),
+    (bool, 1, "is an integer, expected a boolean"),
+    (dict, [1], "is a list, expected an object"),
+])
+def test_a_field_of_the_wrong_type_names_the_type_it_should_have(expected, value, words):
+    snap = {"gpus": [{"index": 0, "uuid": "GPU-0", "f": value}]}
+    findings = Findings()
+    assert list(common.each_field(snap, "f", findings, expected)) == []
+    assert findings.unreadable == [
+        (SNAPSHOT_MALFORMED, f"malformed snapshot: field gpus[0].f {words}")]
