@@ -72,3 +72,30 @@ def test_covered_gpu_nodes_per_gpu_device_in_numeric_order():
         {"name": "ctl", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidiactl"}]}},
     ]}
     assert covered_gpu_nodes(data) == ["/dev/nvidia2", "/dev/nvidia10"]
+
+
+def test_discover_records_what_nvidia_specs_reference_and_skips_what_is_not_a_spec(tmp_path):
+    from checks.containerd.cdi_specs import discover
+    from tests.checks.containerd_support import tree
+
+    nvidia = ("cdiVersion: 0.6.0\nkind: nvidia.com/gpu\ncontainerEdits:\n"
+              "  deviceNodes: [{path: /dev/nvidiactl}]\n"
+              "  mounts: [{hostPath: /usr/lib/libcuda.so.570.86.15, containerPath: /x}]\n"
+              "  hooks: [{hookName: createContainer, path: /usr/bin/nvidia-cdi-hook}]\n"
+              "devices:\n- name: '0'\n  containerEdits:\n    deviceNodes: [{path: /dev/nvidia0}]\n")
+    other = ("cdiVersion: 0.6.0\nkind: vendor.com/dev\n"
+             "devices:\n- name: a\n  containerEdits:\n    deviceNodes: [{path: /dev/other}]\n")
+    host = tree(tmp_path, {"/var/run/cdi/nvidia.yaml": nvidia, "/etc/cdi/vendor.yaml": other,
+                           "/etc/cdi/broken.json": "{", "/var/run/cdi/z-nvidia.yaml": nvidia})
+    (tmp_path / "etc/cdi/a-dir.yaml").mkdir()  # a directory the glob matches: not a spec
+    assert discover(host) == ([], ["/dev/nvidiactl", "/dev/nvidia0", "/usr/lib/libcuda.so.570.86.15",
+                                   "/usr/bin/nvidia-cdi-hook"])
+
+
+def test_an_unreadable_match_does_not_hide_the_specs_after_it(tmp_path):
+    from checks.containerd.cdi_specs import load_specs
+    from tests.checks.containerd_support import tree
+
+    host = tree(tmp_path, {"/etc/cdi/b.yaml": "cdiVersion: 0.6.0\nkind: nvidia.com/gpu\n"})
+    (tmp_path / "etc/cdi/a.yaml").mkdir()
+    assert [s.path for s in load_specs(host)] == ["/etc/cdi/b.yaml"]
