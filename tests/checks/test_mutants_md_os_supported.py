@@ -96,3 +96,10 @@ def test_os_release_without_an_id_is_unknown(tmp_path):
     host = host_with(tmp_path, {"/etc/os-release": "VERSION_ID=12\n"})
     assert run(host) == Outcome(Status.UNKNOWN, "os-release has no ID field",
                                 details("", "12", "12"), code="os-unidentified")
+
+
+def test_os_release_without_a_version_names_the_id_alone(tmp_path):
+    # VERSION_ID is optional in os-release(5) (rolling releases such as Arch omit it)
+    host = host_with(tmp_path, {"/etc/os-release": "ID=arch\n"})
+    assert run(host) == Outcome(Status.WARN, f"arch is not in the support matrix ({MATRIX})",
+                                details("arch", "", "arch"), code="os-unsupported")
