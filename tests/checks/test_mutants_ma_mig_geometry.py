@@ -141,3 +141,29 @@ def test_no_gpu_named_lists_what_is_stated():
         Status.SKIP, "no GPU on this host is named in gpu.mig_geometry (by index or product "
         "name)")
     assert out.details == {"stated": ["5x", "NVIDIA B200"]}
+
+
+UNMET_1 = "GPU 1 MIG geometry is 1 x 1g.10gb; gpu.mig_geometry[1] wants 1 x 7g.80gb"
+
+
+@pytest.mark.parametrize("first,summary", [
+    # each GPU's finding is its own: the GPU after it is still judged
+    (gpu(0, current="disabled"), "GPU 0 has MIG disabled; gpu.mig_geometry[0] states 1 x "
+     "7g.80gb; " + UNMET_1),
+    (gpu(0), UNMET_1),  # devices unread: unknown, but the failure of GPU 1 is reported
+    ({"index": 0, "name": H100, "mig": {"current": 1}}, UNMET_1),  # malformed
+])
+def test_the_gpu_after_a_finding_is_still_judged(first, summary):
+    out = run([first, gpu(1, [dev(0, "1g.10gb")])], {"0": ["7g.80gb"], "1": ["7g.80gb"]})
+    assert (out.status, out.summary) == (Status.FAIL, summary)
+
+
+def test_devices_of_a_gpu_with_mig_disabled_are_not_read():
+    out = run([gpu(0, devices="not a list", current="disabled")], {"0": ["7g.80gb"]})
+    assert (out.status, out.code) == (Status.FAIL, "mig-geometry-mig-disabled")
+
+
+def test_a_gpu_name_of_the_wrong_type_matches_no_product_key():
+    out = run([gpu(0, [dev(0, "7g.80gb")]), gpu(1, [dev(0, "1g.10gb")], name=["x"])],
+              {"0": ["7g.80gb"]})
+    assert (out.status, out.summary) == (Status.PASS, "MIG geometry as stated on 1 GPU(s)")

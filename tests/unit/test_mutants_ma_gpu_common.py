@@ -170,6 +170,7 @@ def test_findings_outcome_per_branch():
     out = lost.outcome("{n} ok", "thing")
     assert (out.status, out.summary) == (
         Status.SKIP, "no readable GPU to check thing on; GPU 3, 5 lost (see gpu-count)")
+    assert dict(out.details) == {"per_gpu": {}, "lost_gpus": [3, 5], "unsupported_gpus": []}
     unsupported = Findings(checked=0, unsupported=[0, 1])
     out = unsupported.outcome("{n} ok", "thing")
     assert (out.status, out.summary) == (Status.SKIP, "thing not supported on any GPU")
