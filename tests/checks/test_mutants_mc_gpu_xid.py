@@ -241,3 +241,13 @@ def test_over_threshold_summary_lists_each_gpu_and_is_cut(tmp_path):
     lines = [xid(1000 + n, 13, f"{i + 16:02x}") for i in range(12) for n in range(10)]
     out = run(tmp_path, lines, snap={"gpus": many})
     assert out.code == "xid-repeating" and len(out.summary) == 300
+
+
+def test_an_observed_reset_in_a_wall_clock_log_clears_only_what_came_before(tmp_path):
+    before = ["2026-11-30T10:00:00+00:00 host kernel: " + msg(48),
+              "2026-11-30T10:05:00+00:00 host kernel: " + msg(154, text=RESET)]
+    out = run(tmp_path, before)
+    assert (out.status, out.details["cleared"]) == (Status.PASS, 1)
+    after = before + ["2026-11-30T10:10:00+00:00 host kernel: " + msg(48)]
+    out = run(tmp_path, after)
+    assert (out.status, out.code, out.details["cleared"]) == (Status.FAIL, "xid-needs-reset", 1)

@@ -442,3 +442,14 @@ def test_without_the_kernel_state_timedatectl_decides():
         Status.UNKNOWN, "no time daemon answered and the kernel's clock state was not captured "
         "(`chronyc` not installed; `timedatectl` not installed; `ntpq` not installed)",
         {"daemon": None, "tried": TRIED, "offset_s": None}, code="nothing-recorded")
+
+
+def test_chrony_without_a_selected_or_recent_source_fails_with_details():
+    sources = "^,+,ntp1,2,6,377,10,0.000200000,0.000200000,0.000010000\n"
+    out = judge_chrony(*chrony(sources=sources), DEFAULT)
+    assert out == Outcome(
+        Status.FAIL, "chrony has no selected source (ntp1 combined, reach 377)",
+        chrony_details(sources=[{"name": "ntp1", "state": "+", "stratum": 2, "reach": "377",
+                                 "offset_s": 0.0002}]), code="no-reachable-source")
+    silent = _selected_source("chrony", [src("a", "*", 0o360)], DEFAULT, {"d": 1})
+    assert isinstance(silent, Outcome) and silent.details == {"d": 1}
