@@ -127,3 +127,14 @@ def test_a_malformed_pcie_field_is_unknown_naming_it(field):
     assert (got.status, got.code) == (Status.UNKNOWN, "snapshot-malformed")
     assert got.summary == (f"cannot read PCIe link: malformed snapshot: field gpus[0].pcie."
                            f"{field} is a string, expected an integer")
+
+
+@pytest.mark.parametrize("check,bad,good,summary", [
+    (GPU_NVLINK, {"index": 0, "nvlink": {"supported": True, "links": 5}},
+     {"index": 1, "nvlink": links(True, False)}, "GPU 1 NVLink 1 inactive (1 of 2 active)"),
+    (GPU_PCIE_LINK, {"index": 0, "pcie": pcie(width="x16")},
+     {"index": 1, "pcie": pcie(4, 16)}, "GPU 1 PCIe link x4 of x16"),
+])
+def test_the_gpu_after_a_malformed_one_is_still_judged(check, bad, good, summary):
+    got = run(check, [bad, good])
+    assert (got.status, got.summary) == (Status.FAIL, summary)
