@@ -50,3 +50,63 @@ def test_health_that_does_not_tolerate_spares_nothing():
     every = _health(None)  # "all" required
     assert fatal_faults(_Report("device-plugin", RESULTS, health=every), FATAL) == [
         "gpu-xid", "gpu-ecc"]
+
+
+class _Gate:
+    def __init__(self, open_):
+        self.open = open_
+        self.blocking = () if open_ else ("driver-loaded",)
+
+
+def _open_report(path, health=None):
+    rep = _Report(path, [_res("driver-loaded", Status.PASS)], gate=_Gate(True))
+    if health is not None:
+        rep.health = health
+    return rep
+
+
+def test_an_open_gate_with_tolerated_gpus_names_them_in_the_condition():
+    from agent.outputs.node.condition import desired_condition
+    got = desired_condition(_open_report("device-plugin", _health(3)), "GPUReady")
+    assert got == {"type": "GPUReady", "status": "True", "reason": "GateOpen",
+                   "message": "gate device-plugin open: 3 of 4 GPUs healthy (min_healthy_gpus "
+                              "3); unhealthy: GPU-1"}
+
+
+def test_an_open_gate_without_tolerance_or_health_says_no_critical_check_fails():
+    from agent.outputs.node.condition import desired_condition
+    plain = {"type": "GPUReady", "status": "True", "reason": "GateOpen",
+             "message": "gate dra open: no critical check fails"}
+    assert desired_condition(_open_report("dra", _health(3)), "GPUReady") == plain
+    assert desired_condition(_open_report("dra"), "GPUReady") == plain
+    assert desired_condition(_open_report("dra", _health(None)), "GPUReady") == plain
+
+
+def test_the_tolerated_message_lists_gpus_sorted_and_is_cut_to_200_characters():
+    from agent.outputs.node.condition import desired_condition
+    bad = (0, 2, 5)
+    gpus = tuple(GpuState(index=i, uuid=f"GPU-{i:02d}-" + "u" * 40, pci_bus_id=None,
+                          in_nvml=True, failing=("gpu-xid",) if i in bad else ())
+                 for i in range(8))
+    health = GpuHealth(gpus=gpus, min_healthy=5, attributed=("gpu-xid",))
+    got = desired_condition(_open_report("device-plugin", health), "GPUReady")
+    names = ", ".join(f"GPU-{i:02d}-" + "u" * 40 for i in bad)
+    full = (f"gate device-plugin open: 5 of 8 GPUs healthy (min_healthy_gpus 5); unhealthy: "
+            f"{names}")
+    assert len(full) > 200
+    assert got["message"] == full[:197] + "..."
+    two = tuple(g if g.index in (0, 1) else GpuState(g.index, g.uuid, None, True)
+                for g in gpus[:4])
+    short = desired_condition(_open_report("device-plugin", GpuHealth(
+        gpus=two, min_healthy=3, attributed=("gpu-xid",))), "GPUReady")
+    assert short["message"] == ("gate device-plugin open: 3 of 4 GPUs healthy "
+                                "(min_healthy_gpus 3); unhealthy: " + gpus[0].uuid)
+
+
+def test_a_closed_gate_is_closed_whatever_the_health_tolerates():
+    from agent.outputs.node.condition import desired_condition
+    rep = _Report("device-plugin", [_res("driver-loaded", Status.FAIL)], gate=_Gate(False),
+                  health=_health(3))
+    assert desired_condition(rep, "GPUReady") == {
+        "type": "GPUReady", "status": "False", "reason": "CheckFailed",
+        "message": "driver-loaded fail: driver-loaded"}
