@@ -42,7 +42,7 @@ def test_inactive_nvlinks_fail_naming_them_and_the_gpu():
 
 
 def test_gpus_without_nvlink_are_left_out():
-    gpus = [{"index": 0, "nvlink": links(True, True)},
+    gpus: List[Dict[str, Any]] = [{"index": 0, "nvlink": links(True, True)},
             {"index": 1, "nvlink": {"supported": False, "links": [{"link": 0, "active": False}]}},
             {"index": 2, "nvlink": {"supported": True, "links": []}},
             {"index": 3, "nvlink": {"supported": True}},

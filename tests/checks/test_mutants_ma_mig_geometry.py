@@ -37,7 +37,8 @@ def gpu(i: int, devices: Any = None, current: Any = "enabled", bus: bool = False
 
 def run(gpus: List[Dict[str, Any]], geometry: Dict[str, List[str]]):
     host = Host("/nonexistent-root", gpus=StaticGpus({"gpus": gpus}))
-    settings = Config(gpu={"mig_geometry": geometry}).model_dump()
+    section: Any = {"mig_geometry": geometry}  # validated by Config, as a config file is
+    settings = Config(gpu=section).model_dump()
     return MIG_GEOMETRY.run(host, ResolvedPolicy(load_policy(2), "dra", settings=settings))
 
 

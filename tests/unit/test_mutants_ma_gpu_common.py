@@ -85,7 +85,8 @@ def test_a_gpu_is_named_at_fault_only_by_well_typed_identity(entry, ref):
 
 def _findings(gpus: List[Dict[str, Any]], name: str = "f", expected: type = dict) -> Findings:
     f = Findings()
-    for gpu, value in each_field({"gpus": gpus}, name, f, expected=expected):
+    snap: Any = {"gpus": gpus}
+    for gpu, value in each_field(snap, name, f, expected=expected):
         if value == "bad":
             f.malformed(SnapshotError(f.where, "good", value))
         elif value in ("warn", "fail"):
@@ -95,7 +96,7 @@ def _findings(gpus: List[Dict[str, Any]], name: str = "f", expected: type = dict
 
 
 def test_each_field_sorts_lost_unsupported_unreadable_and_wrong_type_gpus():
-    gpus = [
+    gpus: List[Dict[str, Any]] = [
         {"index": 0, "f": {"x": 1}},
         {"index": 1, "error": {"kind": "gpu_lost"}},
         {"index": 2, "f": None, "errors": {"f": {"kind": "not_supported"}}},
@@ -201,16 +202,18 @@ class _Settings:
 
 
 def test_a_setting_falls_back_to_its_default():
-    pol = _Settings({"gpu": {"mig_geometry": {"0": ["1g.10gb"]}}, "flat": 3})
+    pol: Any = _Settings({"gpu": {"mig_geometry": {"0": ["1g.10gb"]}}, "flat": 3})
+    bare: Any = object()
     assert setting(pol, "gpu", "mig_geometry", {}) == {"0": ["1g.10gb"]}
     assert setting(pol, "gpu", "other", "d") == "d"
     assert setting(pol, "flat", "x", "d") == "d"  # a section that is no mapping
     assert setting(pol, "absent", "x", None) is None
-    assert setting(object(), "gpu", "mig_geometry", "d") == "d"  # no settings at all
+    assert setting(bare, "gpu", "mig_geometry", "d") == "d"  # no settings at all
 
 
 def test_the_gpu_policy_section_or_its_defaults():
     pol = ResolvedPolicy(load_policy(1, {"gpu": {"ecc": {"volatile_uncorrected_max": 4}}}), "dra")
     assert gpu_policy(pol).ecc.volatile_uncorrected_max == 4
-    assert gpu_policy(object()) == GpuPolicy()
-    assert gpu_policy(object()).ecc.volatile_uncorrected_max == 0
+    bare: Any = object()
+    assert gpu_policy(bare) == GpuPolicy()
+    assert gpu_policy(bare).ecc.volatile_uncorrected_max == 0
