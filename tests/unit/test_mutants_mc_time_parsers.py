@@ -345,3 +345,11 @@ def test_adjtimex_largest_c_long_is_read():
 def test_adjtimex_not_a_mapping():
     assert parse_adjtimex([1]) == Unparsable("adjtimex fact is a list, not a mapping")
     assert parse_adjtimex(None) is None
+
+
+def test_a_line_without_a_colon_is_no_field():
+    assert parse_timesync_status("Server\n") == Unparsable("no 'Server:' line: 'Server'")
+
+
+def test_a_timespan_with_a_letter_before_it_is_refused():
+    assert parse_timespan("X5s") is None
