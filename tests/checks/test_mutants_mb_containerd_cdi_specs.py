@@ -86,10 +86,12 @@ def test_discover_records_what_nvidia_specs_reference_and_skips_what_is_not_a_sp
     other = ("cdiVersion: 0.6.0\nkind: vendor.com/dev\n"
              "devices:\n- name: a\n  containerEdits:\n    deviceNodes: [{path: /dev/other}]\n")
     host = tree(tmp_path, {"/var/run/cdi/nvidia.yaml": nvidia, "/etc/cdi/vendor.yaml": other,
-                           "/etc/cdi/broken.json": "{", "/var/run/cdi/z-nvidia.yaml": nvidia})
+                           "/etc/cdi/broken.json": "{",
+                           "/var/run/cdi/z-nvidia.yaml": nvidia.replace("nvidia0", "nvidia1")})
     (tmp_path / "etc/cdi/a-dir.yaml").mkdir()  # a directory the glob matches: not a spec
+    # every NVIDIA spec's references, in spec order, each path once
     assert discover(host) == ([], ["/dev/nvidiactl", "/dev/nvidia0", "/usr/lib/libcuda.so.570.86.15",
-                                   "/usr/bin/nvidia-cdi-hook"])
+                                   "/usr/bin/nvidia-cdi-hook", "/dev/nvidia1"])
 
 
 def test_an_unreadable_match_does_not_hide_the_specs_after_it(tmp_path):
