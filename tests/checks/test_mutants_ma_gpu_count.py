@@ -21,14 +21,14 @@ LOST = {"kind": "gpu_lost", "message": "GPU is lost"}
 
 
 def run(gpus: List[Dict[str, Any]], slots: Optional[List[str]] = None,
-        device_count: Optional[int] = None) -> Outcome:
+        device_count: Optional[int] = None, **settings: Any) -> Outcome:
     snap: Dict[str, Any] = {"gpus": gpus}
     if device_count is not None:
         snap["device_count"] = device_count
     facts = {} if slots is None else {
         "pci_devices": [{"slot": s, "vendor": "10de", "class": "030200"} for s in slots]}
     host = Host("/nonexistent-root", gpus=StaticGpus(snap), facts=StaticFacts(facts))
-    pol = ResolvedPolicy(load_policy(1), "dra", settings=Config().model_dump())
+    pol = ResolvedPolicy(load_policy(1), "dra", settings=Config(**settings).model_dump())
     return GPU_COUNT.run(host, pol)
 
 
@@ -68,5 +68,25 @@ def test_a_lost_gpu_without_its_slot_leaves_the_missing_slots_unattributed():
     # 2b is missing from NVML, and nothing says whether it is the lost GPU's
     gpus = [{"index": 0, "pci_bus_id": BUS[0]}, {"index": 1, "error": LOST}]
     got = run(gpus, SLOT[:2], device_count=1)
+    assert (got.status, got.code) == (Status.FAIL, "gpu-not-usable")
+    assert "gpus_at_fault" not in got.details
+
+
+def test_the_named_gpus_stand_when_they_also_explain_expected_gpus():
+    # expected 4 = NVML's 3 + the one slot NVML does not list
+    gpus = [{"index": 0, "pci_bus_id": BUS[0]}, {"index": 1, "pci_bus_id": BUS[1]},
+            {"index": 2, "pci_bus_id": BUS[2], "error": LOST}]
+    got = run(gpus, SLOT, expected_gpus=4)
+    assert got.details["gpus_at_fault"] == [{"index": 2, "pci_bus_id": BUS[2]},
+                                            {"pci_bus_id": SLOT[3]}]
+    # expected 5: something else is missing too, so the named GPUs do not explain it
+    assert "gpus_at_fault" not in run(gpus, SLOT, expected_gpus=5).details
+
+
+def test_a_lost_gpu_whose_slot_is_not_on_pci_leaves_the_missing_slots_unattributed():
+    # PCI: 1a, 2b, 4d; NVML counts two: 1a usable and a lost GPU at 3c (not on PCI)
+    gpus = [{"index": 0, "pci_bus_id": BUS[0]},
+            {"index": 1, "pci_bus_id": BUS[2], "error": LOST}]
+    got = run(gpus, [SLOT[0], SLOT[1], SLOT[3]], device_count=2)
     assert (got.status, got.code) == (Status.FAIL, "gpu-not-usable")
     assert "gpus_at_fault" not in got.details

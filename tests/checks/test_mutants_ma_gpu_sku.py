@@ -209,3 +209,11 @@ def test_a_host_whose_only_gpu_is_lost_has_no_sku_to_check():
 def test_an_unread_field_of_the_pinned_product_is_unknown(fields, summary):
     got = run([gpu(0, **fields)], PIN_H100)
     assert (got.status, got.code, got.summary) == (Status.UNKNOWN, "field-unreadable", summary)
+
+
+def test_a_long_firmware_version_is_bounded_to_60_characters():
+    long = "9" * 70
+    got = run([gpu(0, vbios_version=long)], dict(PIN_H100, vbios_allowed=["96.00.74.00.01"]))
+    assert got.details["mismatches"][0]["have"] == "9" * 60
+    assert got.summary == ("GPU 0 H100 SXM5 80GB: vbios_version " + "9" * 60
+                           + ", want one of 96.00.74.00.01")
