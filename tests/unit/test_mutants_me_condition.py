@@ -110,3 +110,18 @@ def test_a_closed_gate_is_closed_whatever_the_health_tolerates():
     assert desired_condition(rep, "GPUReady") == {
         "type": "GPUReady", "status": "False", "reason": "CheckFailed",
         "message": "driver-loaded fail: driver-loaded"}
+
+
+def test_a_tolerated_message_of_exactly_200_characters_is_kept_whole():
+    from agent.outputs.node.condition import desired_condition
+    head = "gate device-plugin open: 3 of 4 GPUs healthy (min_healthy_gpus 3); unhealthy: "
+    for size, want_cut in ((200, False), (201, True)):
+        uuid = "GPU-" + "a" * (size - len(head) - 4)
+        gpus = tuple(GpuState(index=i, uuid=uuid if i == 1 else f"GPU-{i}", pci_bus_id=None,
+                              in_nvml=True, failing=("gpu-xid",) if i == 1 else ())
+                     for i in range(4))
+        health = GpuHealth(gpus=gpus, min_healthy=3, attributed=("gpu-xid",))
+        message = desired_condition(_open_report("device-plugin", health), "GPUReady")["message"]
+        full = head + uuid
+        assert len(full) == size
+        assert message == (full[:197] + "..." if want_cut else full)
