@@ -125,3 +125,16 @@ def test_a_tolerated_message_of_exactly_200_characters_is_kept_whole():
         full = head + uuid
         assert len(full) == size
         assert message == (full[:197] + "..." if want_cut else full)
+
+
+def test_the_unhealthy_gpu_annotation_adds_a_count_only_past_64_names():
+    from agent.outputs.node.condition import unhealthy_gpus_value
+
+    def value(n):
+        gpus = tuple(GpuState(index=i, uuid=f"GPU-{i:03d}", pci_bus_id=None, in_nvml=True,
+                              failing=("gpu-ecc",)) for i in range(n))
+        return unhealthy_gpus_value(_Report("dra", [], health=GpuHealth(gpus, None, ())))
+
+    assert value(64) == ",".join(f"GPU-{i:03d}" for i in range(64))
+    assert value(65) == ",".join(f"GPU-{i:03d}" for i in range(64)) + ",+1"
+    assert unhealthy_gpus_value(_Report("dra", [])) is None
