@@ -14,7 +14,7 @@ counted apart, as the tier does.
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 LEDGER_DIR = Path(__file__).resolve().parent / "ledger"
 FORMAT = 1
@@ -62,17 +62,31 @@ def read_entry(module: str, ledger_dir: Path = LEDGER_DIR) -> Optional[Dict[str,
     return dict(entry)
 
 
-def summarize(repo: Path, modules: Sequence[str],
-              ledger_dir: Path = LEDGER_DIR) -> Dict[str, Any]:
+def reclassify(entry: Dict[str, Any], equivalent: Iterable[str]) -> Dict[str, Any]:
+    """The entry with its survivors that equivalent.txt now lists (with a reason, after the
+    run) counted as equivalent: the list is where equivalence is decided, whenever."""
+    names = set(equivalent)
+    moved = [s for s in entry["survivors"] if s["name"] in names]
+    if not moved:
+        return entry
+    return {**entry, "survived": entry["survived"] - len(moved),
+            "equivalent": entry["equivalent"] + len(moved),
+            "survivors": [s for s in entry["survivors"] if s["name"] not in names]}
+
+
+def summarize(repo: Path, modules: Sequence[str], ledger_dir: Path = LEDGER_DIR,
+              equivalent: Iterable[str] = ()) -> Dict[str, Any]:
     """Per module: "fresh" (scored on today's source), "stale" or "unscored"; totals over the
-    fresh entries only."""
+    fresh entries only. A survivor named in ``equivalent`` counts as equivalent."""
     rows: List[Dict[str, Any]] = []
     totals = {"killed": 0, "survived": 0, "equivalent": 0, "import_time": 0}
+    equivalent = set(equivalent)
     for module in modules:
         entry = read_entry(module, ledger_dir)
         if entry is None:
             rows.append({"module": module, "state": "unscored"})
             continue
+        entry = reclassify(entry, equivalent)
         state = "fresh" if entry["sha256"] == source_sha(repo, module) else "stale"
         rows.append({"module": module, "state": state, "entry": entry})
         if state == "fresh":

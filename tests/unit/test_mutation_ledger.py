@@ -53,3 +53,13 @@ def test_an_entry_for_another_module_is_refused(tmp_path: Path) -> None:
     (tmp_path / "n.py").write_text("")
     with pytest.raises(ValueError, match="not a format-1 ledger entry for n.py"):
         ledger.summarize(tmp_path, ["n.py"], tmp_path / "book")
+
+
+def test_a_survivor_listed_as_equivalent_after_the_run_counts_as_equivalent(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("")
+    book = tmp_path / "book"
+    ledger.write_entry(_entry(tmp_path, "m.py", 8, [("m.x_f__mutmut_1", ""),
+                                                    ("m.x_f__mutmut_2", "")]), book)
+    s = ledger.summarize(tmp_path, ["m.py"], book, equivalent=["m.x_f__mutmut_2", "other"])
+    assert s["totals"] == {"killed": 8, "survived": 1, "equivalent": 1, "import_time": 0}
+    assert [x["name"] for x in s["rows"][0]["entry"]["survivors"]] == ["m.x_f__mutmut_1"]
