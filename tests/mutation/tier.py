@@ -384,6 +384,10 @@ def run_mutmut(work: Path, modules: Sequence[str], budget_s: float, jobs: int,
         print(log[-3000:] if log else "(no mutmut output)")
         print(res.stdout[-2000:], res.stderr[-2000:])
         print("mutmut produced no results")
+        LAST_RUN.clear()  # no mutant in any module, when mutmut ran to its end
+        # ("could not find any test case": mutants exist, no selected test reaches them)
+        LAST_RUN.update(per={}, survivors=[], complete=not timed_out and returncode == 0
+                        and "could not find any test case" not in (log or ""))
         return 0, 0, 1
     if not timed_out and returncode != 0:
         # mutmut stopped before its budget without a clean run (its stats run needs every
@@ -452,7 +456,7 @@ def run_mutmut(work: Path, modules: Sequence[str], budget_s: float, jobs: int,
             print(f"  {name}" + ("  (no tests)" if results[name] == "no tests" else ""))
     (work / "survivors.txt").write_text("\n".join(survivors) + "\n")
     LAST_RUN.clear()
-    LAST_RUN.update(per=per, survivors=survivors, statuses=results)
+    LAST_RUN.update(per=per, survivors=survivors, statuses=results, complete=not timed_out)
     return killed, survived, not_run
 
 
@@ -492,9 +496,10 @@ def record(work: Path, modules: Sequence[str], narrowed: Optional[Sequence[str]]
         note += ", with the walks"
     for module in modules:
         row = per.get(module)
-        if row is None and not _has_functions(work / module):
-            # mutmut 3 mutates function bodies only: a module without one (a package's
-            # __init__, tables built at import) has no mutant, which is a complete score
+        if row is None and (LAST_RUN.get("complete") or not _has_functions(work / module)):
+            # mutmut made no mutant of it in a run that ended by itself: it mutates
+            # undecorated function bodies only (a package's __init__, validators under a
+            # decorator, a dict comprehension with nothing to change): a complete score
             row = {"killed": 0, "survived": 0, "equivalent": 0, "import-time": 0, "not run": 0}
         if row is None or row["not run"]:
             print(f"ledger: {module} not recorded ({'not reached' if row is None else str(row['not run']) + ' not run'})")
