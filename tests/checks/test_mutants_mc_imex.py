@@ -11,44 +11,27 @@ import pytest
 
 from agent.cli_common import resolve_policy
 from agent.config import parse_config
-from agent.hostview import CommandResult
 from agent.model import Outcome, Status
 from checks.fabric.channels import channel_major
 from checks.fabric.imex import IMEX, Service, imex_policy, read_cliques, read_service
 from checks.fabric.policy import ImexPolicy
+from tests.checks.test_imex import Host as ImexHost
 
 REG = ["/var/lib/kubelet/plugins_registry/compute-domain.nvidia.com-reg.sock"]
 
 
-class FakeHost:
-    """The HostView calls imex makes, answered from dicts; commands keyed by the verb."""
+class FakeHost(ImexHost):
+    """test_imex's hand-made host, also recording each command and its deadline."""
 
     def __init__(self, commands: Dict[str, Tuple[int, str, str]], dev_nodes: Any = None,
                  proc_devices: Optional[str] = None, sockets: Tuple[str, ...] = (),
                  snap: Any = None) -> None:
-        self.commands, self.nodes, self.proc = commands, dev_nodes, proc_devices
-        self.sockets, self.snap = list(sockets), snap
+        super().__init__(commands, dev_nodes, proc_devices, sockets, snap)
         self.calls: List[Tuple[Tuple[str, ...], Any]] = []
 
     def run(self, argv, timeout=10.0):
         self.calls.append((tuple(argv), timeout))
-        answer = self.commands.get(argv[1])
-        if answer is None:
-            return CommandResult(tuple(argv), -1, "", "", not_recorded=True)
-        rc, out, err = answer
-        return CommandResult(tuple(argv), rc, out, err)
-
-    def fact(self, name):
-        return self.nodes if name == "dev_nodes" else None
-
-    def read_text_or_none(self, path):
-        return self.proc if path == "/proc/devices" else None
-
-    def glob(self, pattern):
-        return self.sockets
-
-    def gpus(self):
-        return self.snap
+        return super().run(argv, timeout)
 
 
 def judge(host: FakeHost, config: str = ""):

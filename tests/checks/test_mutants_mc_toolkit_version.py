@@ -11,7 +11,7 @@ in 1.17.8).
 """
 import sqlite3
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -20,6 +20,7 @@ from agent.hostview import CommandResult
 from agent.model import Outcome, Status
 from checks.policy import ResolvedPolicy, load_policy
 from checks.toolkit_version import TOOLKIT_VERSION
+from tests.checks.test_mutants_time_sync import Answers
 from tests.fixtures.families.toolkit import write_rpmdb
 
 CTK = ("nvidia-ctk", "--version")
@@ -30,17 +31,6 @@ PKG = "nvidia-container-toolkit"
 SQLITE_A = "var/lib/rpm/rpmdb.sqlite"
 SQLITE_B = "usr/lib/sysimage/rpm/rpmdb.sqlite"
 RPM_QUERY = "rpm -q nvidia-container-toolkit nvidia-container-toolkit-base"
-
-
-class Answers:
-    def __init__(self, answers: Dict[Tuple[str, ...], CommandResult]) -> None:
-        self.answers = answers
-        self.calls: List[Tuple[Tuple[str, ...], Any]] = []
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        self.calls.append((tuple(argv), timeout))
-        found = self.answers.get(tuple(argv))
-        return found or CommandResult(tuple(argv), -1, "", "not recorded", not_recorded=True)
 
 
 def missing(argv) -> CommandResult:

@@ -16,6 +16,7 @@ from agent.host.seam import Host
 from agent.model import SKIP_INPUT_MISSING, Status
 from checks.driver.driver_library_match import DRIVER_LIBRARY_MATCH
 from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.test_mutants_md_os_supported import host_with
 
 MODULE = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Wed Jan  8 20:08:14 UTC "
           "2025\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
@@ -33,11 +34,7 @@ def _policy(operator: Optional[Dict[str, Any]] = None) -> ResolvedPolicy:
 
 
 def _host(tmp_path, files: Dict[str, str]) -> Host:
-    for path, text in files.items():
-        target = tmp_path / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    return Host(tmp_path)
+    return host_with(tmp_path, files)
 
 
 def test_the_operators_driver_not_there_yet_is_the_wait_not_a_library_verdict(tmp_path):

@@ -18,6 +18,7 @@ from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.model import SKIP_INPUT_MISSING, Outcome, Status
 from checks.allocation.gpu_capacity import GPU_CAPACITY
 from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.test_mutants_mg_gpu_capacity import snapshot
 
 UUID = "GPU-03000300-0000-4000-8000-00000000000{}"
 DRIVER = "gpu.nvidia.com"
@@ -28,11 +29,6 @@ NO_SLICE = ("no ResourceSlice of gpu.nvidia.com for this node yet (the DRA drive
 def gpu(i, mig=None):
     return {"index": i, "uuid": UUID.format(i), "pci_bus_id": f"00000000:{i + 10:02X}:00.0",
             "mig": mig or {"current": "disabled", "pending": "disabled"}}
-
-
-def snapshot(*entries):
-    return {"schema_version": 1, "error": None, "gpus": list(entries),
-            "device_count": len(entries)}
 
 
 def device(uuid, parent=None):

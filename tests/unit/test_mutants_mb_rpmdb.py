@@ -17,18 +17,6 @@ import tempfile
 import pytest
 
 import checks.rpmdb as rpmdb
-from checks.rpmdb import (
-    HEADER_MAGIC,
-    MAX_DATA,
-    MAX_INDEX,
-    TAG_NAME,
-    TAG_RELEASE,
-    TAG_VERSION,
-    RpmDbError,
-    header_fields,
-    installed_versions,
-    rpm_version,
-)
 from tests.fixtures.families.toolkit import rpm_header, write_rpmdb
 
 PKG = "nvidia-container-toolkit"
@@ -59,8 +47,8 @@ def _sqlite_bytes(tmp_path, *statements: str) -> bytes:
 # -- header_fields ----------------------------------------------------------------------
 def test_an_eight_byte_header_has_its_preamble_but_no_room_for_its_entry():
     # il = 1, dl = 0: the preamble is whole (8 bytes), the one 16-byte entry is missing.
-    with pytest.raises(RpmDbError) as exc:
-        header_fields(struct.pack(">II", 1, 0))
+    with pytest.raises(rpmdb.RpmDbError) as exc:
+        rpmdb.header_fields(struct.pack(">II", 1, 0))
     assert str(exc.value) == "header index or data runs past the blob"
 
 
@@ -71,7 +59,8 @@ def test_an_eight_byte_header_has_its_preamble_but_no_room_for_its_entry():
     (struct.pack(">II", 1, 0x80000000) + b"\x00" * 16,
      "header counts out of range (il=1, dl=2147483648)"),
     # exactly hdrchkData's limit is a count in range: the blob is what is too short
-    (struct.pack(">II", 1, MAX_DATA) + b"\x00" * 16, "header index or data runs past the blob"),
+    (struct.pack(">II", 1, rpmdb.MAX_DATA) + b"\x00" * 16,
+     "header index or data runs past the blob"),
     (_raw([(1000, 6, 4, 1)], b"abc\x00"), "tag 1000: not one string inside the data (type 6)"),
     # an offset of 2^31 is past the data, not 2^31 bytes before it
     (_raw([(1000, 6, 0x80000000, 1)], b"abc\x00"),
@@ -79,35 +68,36 @@ def test_an_eight_byte_header_has_its_preamble_but_no_room_for_its_entry():
     (_raw([(1000, 6, 0, 1)], b"abc"), "tag 1000: string not terminated within the data"),
 ])
 def test_malformed_headers_are_refused_with_their_reason(blob, message):
-    with pytest.raises(RpmDbError) as exc:
-        header_fields(blob)
+    with pytest.raises(rpmdb.RpmDbError) as exc:
+        rpmdb.header_fields(blob)
     assert str(exc.value) == message
 
 
 def test_a_header_of_exactly_0xffff_entries_is_read():
-    filler = [(1, 0, 0, 0)] * (MAX_INDEX - 1)  # tag 1: not one of NAME/VERSION/RELEASE
-    blob = _raw(filler + [(TAG_NAME, 6, 0, 1)], b"cuda\x00")
-    assert header_fields(blob) == {TAG_NAME: "cuda"}
+    filler = [(1, 0, 0, 0)] * (rpmdb.MAX_INDEX - 1)  # tag 1: not one of NAME/VERSION/RELEASE
+    blob = _raw(filler + [(rpmdb.TAG_NAME, 6, 0, 1)], b"cuda\x00")
+    assert rpmdb.header_fields(blob) == {rpmdb.TAG_NAME: "cuda"}
 
 
 def test_a_string_longer_than_the_cap_is_not_terminated_within_it():
     name = "n" * 1100  # MAX_STRING is 1024 bytes
-    with pytest.raises(RpmDbError, match="string not terminated"):
-        header_fields(_raw([(TAG_NAME, 6, 0, 1)], name.encode() + b"\x00"))
+    with pytest.raises(rpmdb.RpmDbError, match="string not terminated"):
+        rpmdb.header_fields(_raw([(rpmdb.TAG_NAME, 6, 0, 1)], name.encode() + b"\x00"))
     # just under the cap it is read whole
-    assert header_fields(_raw([(TAG_NAME, 6, 0, 1)], b"n" * 1000 + b"\x00")) == {
-        TAG_NAME: "n" * 1000}
+    assert rpmdb.header_fields(_raw([(rpmdb.TAG_NAME, 6, 0, 1)], b"n" * 1000 + b"\x00")) == {
+        rpmdb.TAG_NAME: "n" * 1000}
 
 
 def test_the_package_file_magic_is_skipped_only_when_present():
-    blob = rpm_header([(TAG_NAME, PKG), (TAG_VERSION, "1.17.8")])
-    assert header_fields(HEADER_MAGIC + blob) == {TAG_NAME: PKG, TAG_VERSION: "1.17.8"}
-    assert header_fields(blob) == {TAG_NAME: PKG, TAG_VERSION: "1.17.8"}
+    blob = rpm_header([(rpmdb.TAG_NAME, PKG), (rpmdb.TAG_VERSION, "1.17.8")])
+    assert rpmdb.header_fields(rpmdb.HEADER_MAGIC + blob) == {
+        rpmdb.TAG_NAME: PKG, rpmdb.TAG_VERSION: "1.17.8"}
+    assert rpmdb.header_fields(blob) == {rpmdb.TAG_NAME: PKG, rpmdb.TAG_VERSION: "1.17.8"}
 
 
 def test_bytes_that_are_not_utf8_are_replaced_not_refused():
-    blob = _raw([(TAG_NAME, 6, 0, 1)], b"caf\xe9\x00")
-    assert header_fields(blob) == {TAG_NAME: "caf\ufffd"}
+    blob = _raw([(rpmdb.TAG_NAME, 6, 0, 1)], b"caf\xe9\x00")
+    assert rpmdb.header_fields(blob) == {rpmdb.TAG_NAME: "caf\ufffd"}
 
 
 # -- installed_versions / rpm_version ---------------------------------------------------------
@@ -116,17 +106,17 @@ def test_a_package_without_a_release_has_an_empty_one(tmp_path):
     write_rpmdb(db, [])
     conn = sqlite3.connect(str(db))
     conn.execute("INSERT INTO Packages (blob) VALUES (?)",
-                 (rpm_header([(TAG_NAME, PKG), (TAG_VERSION, "1.18.0")]),))
+                 (rpm_header([(rpmdb.TAG_NAME, PKG), (rpmdb.TAG_VERSION, "1.18.0")]),))
     conn.commit()
     conn.close()
-    found = installed_versions(db.read_bytes(), [PKG])
+    found = rpmdb.installed_versions(db.read_bytes(), [PKG])
     assert found == {PKG: ("1.18.0", "")}
-    assert rpm_version(found, PKG) == "1.18.0"  # rpm prints VERSION-RELEASE; no dash alone
+    assert rpmdb.rpm_version(found, PKG) == "1.18.0"  # rpm prints VERSION-RELEASE; no dash alone
 
 
 def test_rpm_version_joins_version_and_release():
-    assert rpm_version({PKG: ("1.18.0", "")}, PKG) == "1.18.0"
-    assert rpm_version({PKG: ("1.18.0", "1.el9")}, PKG) == "1.18.0-1.el9"
+    assert rpmdb.rpm_version({PKG: ("1.18.0", "")}, PKG) == "1.18.0"
+    assert rpmdb.rpm_version({PKG: ("1.18.0", "1.el9")}, PKG) == "1.18.0-1.el9"
 
 
 def test_a_damaged_first_row_does_not_hide_the_rows_after_it(tmp_path):
@@ -135,15 +125,16 @@ def test_a_damaged_first_row_does_not_hide_the_rows_after_it(tmp_path):
     conn = sqlite3.connect(str(db))
     conn.execute("INSERT INTO Packages (blob) VALUES (?)", (b"\x00\x00\x00\x09garbage",))
     conn.execute("INSERT INTO Packages (blob) VALUES (?)",
-                 (rpm_header([(TAG_NAME, PKG), (TAG_VERSION, "1.17.8"), (TAG_RELEASE, "1")]),))
+                 (rpm_header([(rpmdb.TAG_NAME, PKG), (rpmdb.TAG_VERSION, "1.17.8"),
+                              (rpmdb.TAG_RELEASE, "1")]),))
     conn.commit()
     conn.close()
-    assert installed_versions(db.read_bytes(), [PKG]) == {PKG: ("1.17.8", "1")}
+    assert rpmdb.installed_versions(db.read_bytes(), [PKG]) == {PKG: ("1.17.8", "1")}
 
 
 def test_not_a_database_names_the_missing_header():
-    with pytest.raises(RpmDbError) as exc:
-        installed_versions(b"PK\x03\x04" + b"\x00" * 100, [PKG])
+    with pytest.raises(rpmdb.RpmDbError) as exc:
+        rpmdb.installed_versions(b"PK\x03\x04" + b"\x00" * 100, [PKG])
     assert str(exc.value) == "not an SQLite 3 database (no 'SQLite format 3' header)"
 
 
@@ -153,8 +144,8 @@ def test_not_a_database_names_the_missing_header():
      "Packages is not rpm's table (no stored blob column)"),
 ])
 def test_a_database_without_rpms_table_is_refused_with_the_reason(tmp_path, statements, message):
-    with pytest.raises(RpmDbError) as exc:
-        installed_versions(_sqlite_bytes(tmp_path, *statements), [PKG])
+    with pytest.raises(rpmdb.RpmDbError) as exc:
+        rpmdb.installed_versions(_sqlite_bytes(tmp_path, *statements), [PKG])
     assert str(exc.value) == message
 
 
@@ -166,15 +157,15 @@ def _many(tmp_path) -> bytes:
 
 
 def test_a_large_database_is_read_within_the_default_bound(tmp_path):
-    assert installed_versions(_many(tmp_path), [PKG, "pkg7"]) == {
+    assert rpmdb.installed_versions(_many(tmp_path), [PKG, "pkg7"]) == {
         PKG: ("1.18.0", "1"), "pkg7": ("1.0", "1")}
 
 
 def test_work_past_the_progress_bound_is_interrupted(tmp_path, monkeypatch):
     data = _many(tmp_path)
     monkeypatch.setattr(rpmdb, "MAX_PROGRESS_CALLS", 0)  # the first call stops it
-    with pytest.raises(RpmDbError) as exc:
-        installed_versions(data, [PKG])
+    with pytest.raises(rpmdb.RpmDbError) as exc:
+        rpmdb.installed_versions(data, [PKG])
     assert str(exc.value) == "SQLite: interrupted"
 
 
@@ -204,7 +195,7 @@ def test_the_progress_handler_allows_exactly_the_bound_then_interrupts(tmp_path,
 
     monkeypatch.setattr(sqlite3, "connect", connect)
     monkeypatch.setattr(rpmdb, "MAX_PROGRESS_CALLS", 3)
-    assert installed_versions(data, [PKG]) == {PKG: ("1.18.0", "1")}
+    assert rpmdb.installed_versions(data, [PKG]) == {PKG: ("1.18.0", "1")}
     assert len(made) == 1 and len(made[0].handlers) == 1
     handler, period = made[0].handlers[0]
     assert period == 10_000  # VM instructions between calls
@@ -226,7 +217,7 @@ def test_reading_in_memory_leaves_no_file_behind(tmp_path, monkeypatch):
         return real_mkdtemp(*args, **kwargs)
 
     monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
-    assert installed_versions(data, [PKG]) == {PKG: ("1.18.0", "1")}
+    assert rpmdb.installed_versions(data, [PKG]) == {PKG: ("1.18.0", "1")}
     assert os.listdir(cwd) == []
     # With Connection.deserialize (3.11+) no temporary directory either; before it, one.
     assert len(made) == (0 if hasattr(sqlite3.Connection, "deserialize") else 1)
@@ -253,7 +244,7 @@ def test_without_deserialize_a_private_read_only_copy_is_read_and_removed(tmp_pa
         return real_rmtree(path, *args, **kwargs)
 
     monkeypatch.setattr(shutil, "rmtree", rmtree)
-    assert installed_versions(data, [PKG]) == {PKG: ("1.18.0", "0.1.rc.1")}
+    assert rpmdb.installed_versions(data, [PKG]) == {PKG: ("1.18.0", "0.1.rc.1")}
     assert len(seen) == 1
     name, entries, modes = seen[0]
     assert name.startswith("gna-rpmdb-")
@@ -267,5 +258,5 @@ def test_without_deserialize_the_copy_is_opened_read_only(tmp_path, monkeypatch)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
-    assert installed_versions(data, [PKG]) == {PKG: ("1.18.0", "1")}
+    assert rpmdb.installed_versions(data, [PKG]) == {PKG: ("1.18.0", "1")}
     assert os.listdir(cwd) == []

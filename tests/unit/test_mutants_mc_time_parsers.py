@@ -11,20 +11,13 @@ from typing import Any
 
 import pytest
 
+from checks.time import parsers
 from checks.time.parsers import (
     ChronyTracking,
     KernelTime,
     Source,
     TimesyncStatus,
     Unparsable,
-    ntpq_local_clock,
-    parse_adjtimex,
-    parse_chrony_sources,
-    parse_chrony_tracking,
-    parse_key_values,
-    parse_ntpq_peers,
-    parse_timespan,
-    parse_timesync_status,
 )
 
 FIELDS = ["0A000001", "ntp1", "3", "1795962210.027905305", "-0.000001376", "-0.000000010",
@@ -41,19 +34,19 @@ def tracking(**at: str) -> str:
 
 # -- chronyc -c tracking ------------------------------------------------------------------------
 def test_chrony_tracking_fields():
-    assert parse_chrony_tracking("\n  \n" + tracking() + "\n") == ChronyTracking(
+    assert parsers.parse_chrony_tracking("\n  \n" + tracking() + "\n") == ChronyTracking(
         "0A000001", "ntp1", 3, -0.000001376, 0.000005059, 0.000000988, "Normal")
 
 
 def test_chrony_tracking_reference_id_is_upper_cased():
-    got = parse_chrony_tracking(tracking(f0="7f7f0101", f1=""))
+    got = parsers.parse_chrony_tracking(tracking(f0="7f7f0101", f1=""))
     assert isinstance(got, ChronyTracking) and got.refid == "7F7F0101"
     assert got.local_only and got.synchronised
 
 
 def test_chrony_tracking_ignores_the_fields_it_does_not_read():
     text = tracking(f3="x", f5="x", f6="x", f7="x", f8="x", f9="x", f12="x")
-    assert parse_chrony_tracking(text) == ChronyTracking(
+    assert parsers.parse_chrony_tracking(text) == ChronyTracking(
         "0A000001", "ntp1", 3, -0.000001376, 0.000005059, 0.000000988, "Normal")
 
 
@@ -74,7 +67,7 @@ def test_chrony_tracking_ignores_the_fields_it_does_not_read():
     (tracking(f2="²"), "bad reference ID or stratum: " + repr(tracking(f2="²").strip()[:60])),
 ])
 def test_chrony_tracking_refusals_say_why(text, reason):
-    assert parse_chrony_tracking(text) == Unparsable(reason)
+    assert parsers.parse_chrony_tracking(text) == Unparsable(reason)
 
 
 @pytest.mark.parametrize("field, value", [
@@ -83,22 +76,22 @@ def test_chrony_tracking_refusals_say_why(text, reason):
 ])
 def test_chrony_tracking_bad_numbers_or_leap_status(field, value):
     text = tracking(**{field: value})
-    assert parse_chrony_tracking(text) == Unparsable(
+    assert parsers.parse_chrony_tracking(text) == Unparsable(
         "bad offset, root delay/dispersion or leap status: " + repr(text.strip()[:60]))
 
 
 def test_chrony_tracking_nine_digit_stratum_is_read():
-    got = parse_chrony_tracking(tracking(f2="123456789"))
+    got = parsers.parse_chrony_tracking(tracking(f2="123456789"))
     assert isinstance(got, ChronyTracking) and got.stratum == 123456789
 
 
 @pytest.mark.parametrize("leap", ["Normal", "Insert second", "Delete second"])
 def test_chrony_is_synchronised_unless_leap_says_not_or_no_reference(leap):
-    got = parse_chrony_tracking(tracking(f13=leap))
+    got = parsers.parse_chrony_tracking(tracking(f13=leap))
     assert isinstance(got, ChronyTracking) and got.synchronised and not got.local_only
-    unsync = parse_chrony_tracking(tracking(f13="Not synchronised"))
+    unsync = parsers.parse_chrony_tracking(tracking(f13="Not synchronised"))
     assert isinstance(unsync, ChronyTracking) and not unsync.synchronised
-    noref = parse_chrony_tracking(tracking(f0="00000000", f13=leap))
+    noref = parsers.parse_chrony_tracking(tracking(f0="00000000", f13=leap))
     assert isinstance(noref, ChronyTracking) and not noref.synchronised
 
 
@@ -107,7 +100,7 @@ def test_chrony_sources_fields():
     text = ("^,*,ntp1,2,6,377,12,0.000200000,0.1,0.2\n\n"
             "=,+,peer,3,-4,17,x,-0.5,x,x\n"
             "#,x,PPS0,0,1234,0,0,1e-3,0,0\n")
-    assert parse_chrony_sources(text) == [
+    assert parsers.parse_chrony_sources(text) == [
         Source("ntp1", "^", "*", 2, 6, 0o377, 0.0002),
         Source("peer", "=", "+", 3, -4, 0o17, -0.5),
         Source("PPS0", "#", "x", 0, 1234, 0, 0.001),
@@ -132,12 +125,12 @@ def test_chrony_sources_fields():
 ])
 def test_chrony_source_refusals_say_why(line, reason):
     good = "^,*,ok,2,6,377,0,0,0,0\n"
-    assert parse_chrony_sources(good + line + "\n") == Unparsable(f"{reason}: {line!r}")
+    assert parsers.parse_chrony_sources(good + line + "\n") == Unparsable(f"{reason}: {line!r}")
 
 
 def test_chrony_source_line_excerpt_is_cut_at_sixty_characters():
     line = "^,*," + "a" * 100 + ",2,6,377,0,0"
-    assert parse_chrony_sources(line) == Unparsable(
+    assert parsers.parse_chrony_sources(line) == Unparsable(
         f"unrecognised source line: {line[:60]!r}")
 
 
@@ -148,7 +141,7 @@ HEAD = ("ntpq banner line\n"
 
 
 def peers(*rows: str) -> Any:
-    return parse_ntpq_peers(HEAD + "".join(r + "\n" for r in rows))
+    return parsers.parse_ntpq_peers(HEAD + "".join(r + "\n" for r in rows))
 
 
 def test_ntpq_peers_fields():
@@ -174,7 +167,8 @@ def test_ntpq_peers_fields():
 
 
 def test_ntpq_header_may_be_indented_and_nothing_after_it_is_an_empty_list():
-    assert parse_ntpq_peers("  remote refid st t when poll reach delay offset jitter\n") == []
+    header = "  remote refid st t when poll reach delay offset jitter\n"
+    assert parsers.parse_ntpq_peers(header) == []
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -184,7 +178,7 @@ def test_ntpq_header_may_be_indented_and_nothing_after_it_is_an_empty_list():
                                                    "'remote refid st t when poll reach delay'"),
 ])
 def test_ntpq_without_its_header(text, reason):
-    assert parse_ntpq_peers(text) == Unparsable(reason)
+    assert parsers.parse_ntpq_peers(text) == Unparsable(reason)
 
 
 @pytest.mark.parametrize("row, reason", [
@@ -212,14 +206,14 @@ def test_ntpq_twelve_digit_poll_is_read():
     ("10.0.0.1 (10.9.9.9)", False), ("10.0.0.1 (LOCL)", False),
 ])
 def test_ntpd_local_clock_driver(name, local):
-    assert ntpq_local_clock(Source(name, "#", "*", 10, 0, 1, 0.0)) is local
+    assert parsers.ntpq_local_clock(Source(name, "#", "*", 10, 0, 1, 0.0)) is local
 
 
 # -- timedatectl --------------------------------------------------------------------------------
 def test_key_values_keep_well_formed_keys_only():
     text = ("NTP=yes\nNTPSynchronized= no \nTimezone=Etc/UTC=x\nnot a pair\n1Key=x\nA_B=x\n"
             "=x\nK9=\n")
-    assert parse_key_values(text) == {"NTP": "yes", "NTPSynchronized": "no",
+    assert parsers.parse_key_values(text) == {"NTP": "yes", "NTPSynchronized": "no",
                                       "Timezone": "Etc/UTC=x", "K9": ""}
 
 
@@ -229,7 +223,7 @@ def test_key_values_keep_well_formed_keys_only():
     ("- 2s", -2.0), ("1d 1h 1min 1s", 90061.0),
 ])
 def test_timespans_in_each_unit(span, seconds):
-    assert parse_timespan(span) == pytest.approx(seconds)
+    assert parsers.parse_timespan(span) == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize("span", [
@@ -237,27 +231,28 @@ def test_timespans_in_each_unit(span, seconds):
     "+5s garbage",
 ])
 def test_timespans_refused(span):
-    assert parse_timespan(span) is None
+    assert parsers.parse_timespan(span) is None
 
 
 def test_timesync_status_fields():
     text = ("       Server: 2001:db8::1 (ntp.example.internal)\n         Leap: normal\n"
             "      Stratum: 2\n       Offset: -1.5ms\n Packet count: 12345678901234567890\n"
             "    : ignored\n")
-    assert parse_timesync_status(text) == TimesyncStatus(
+    assert parsers.parse_timesync_status(text) == TimesyncStatus(
         "2001:db8::1 (ntp.example.internal)", "normal", 2, -0.0015, 12345678901234567890)
 
 
 def test_timesync_status_before_a_reply_has_no_numbers():
-    assert parse_timesync_status("Server: 10.0.0.1\n Packet count: 123456789012345678901\n") == (
+    text = "Server: 10.0.0.1\n Packet count: 123456789012345678901\n"
+    assert parsers.parse_timesync_status(text) == (
         TimesyncStatus("10.0.0.1", "", None, None, None))
 
 
 def test_timesync_status_refusals_say_why():
-    assert parse_timesync_status("Leap: normal\n") == Unparsable(
+    assert parsers.parse_timesync_status("Leap: normal\n") == Unparsable(
         "no 'Server:' line: 'Leap: normal'")
     bad = "Offset: " + "x" * 50
-    assert parse_timesync_status("Server: a\n" + bad + "\n") == Unparsable(
+    assert parsers.parse_timesync_status("Server: a\n" + bad + "\n") == Unparsable(
         f"bad Offset: {'x' * 40!r}")
 
 
@@ -270,7 +265,7 @@ def fact(**over: Any) -> Any:
 
 
 def test_adjtimex_fields_and_details():
-    k = parse_adjtimex(fact())
+    k = parsers.parse_adjtimex(fact())
     assert k == KernelTime("TIME_OK", ["STA_PLL", "STA_NANO"], 4500, 1234, 0.0015)
     assert isinstance(k, KernelTime)
     assert k.details() == {"state": "TIME_OK", "flags": ["STA_PLL", "STA_NANO"],
@@ -279,7 +274,7 @@ def test_adjtimex_fields_and_details():
 
 
 def test_adjtimex_details_round_to_the_microsecond_and_say_unsynchronised():
-    k = parse_adjtimex(fact(status=0x40, maxerror_us=1_234_567, esterror_us=1))
+    k = parsers.parse_adjtimex(fact(status=0x40, maxerror_us=1_234_567, esterror_us=1))
     assert isinstance(k, KernelTime)
     assert k.details() == {"state": "TIME_OK", "flags": ["STA_UNSYNC"],
                            "maxerror_ms": 1234.567, "esterror_ms": 0.001, "offset_s": 0.0015,
@@ -287,7 +282,7 @@ def test_adjtimex_details_round_to_the_microsecond_and_say_unsynchronised():
 
 
 def test_adjtimex_every_status_bit_in_order():
-    k = parse_adjtimex(fact(status=0xFFFF))
+    k = parsers.parse_adjtimex(fact(status=0xFFFF))
     assert isinstance(k, KernelTime)
     assert k.flags == ["STA_PLL", "STA_PPSFREQ", "STA_PPSTIME", "STA_FLL", "STA_INS", "STA_DEL",
                        "STA_UNSYNC", "STA_FREQHOLD", "STA_PPSSIGNAL", "STA_PPSJITTER",
@@ -300,13 +295,13 @@ def test_adjtimex_every_status_bit_in_order():
     (5, "TIME_ERROR"), (6, "state 6"), (-1, "state -1"),
 ])
 def test_adjtimex_clock_states(state, name):
-    k = parse_adjtimex(fact(state=state))
+    k = parsers.parse_adjtimex(fact(state=state))
     assert isinstance(k, KernelTime) and k.state == name
 
 
 @pytest.mark.parametrize("maxerror, synced", [(15_999_999, True), (16_000_000, False)])
 def test_adjtimex_maxerror_limit_is_sixteen_seconds(maxerror, synced):
-    k = parse_adjtimex(fact(maxerror_us=maxerror))
+    k = parsers.parse_adjtimex(fact(maxerror_us=maxerror))
     assert isinstance(k, KernelTime) and k.synchronised is synced
 
 
@@ -315,14 +310,14 @@ def test_adjtimex_maxerror_limit_is_sixteen_seconds(maxerror, synced):
     (float("inf"), 0.0), (2**63, 0.0), ("5", 0.0), (None, 0.0),
 ])
 def test_adjtimex_offset_read_only_from_a_finite_number(offset, seconds):
-    k = parse_adjtimex(fact(offset_ns=offset))
+    k = parsers.parse_adjtimex(fact(offset_ns=offset))
     assert isinstance(k, KernelTime) and k.offset_s == pytest.approx(seconds)
 
 
 def test_adjtimex_without_offset_is_zero():
     f = fact()
     del f["offset_ns"]
-    k = parse_adjtimex(f)
+    k = parsers.parse_adjtimex(f)
     assert isinstance(k, KernelTime) and k.offset_s == 0.0
 
 
@@ -334,22 +329,22 @@ LACKS = Unparsable("adjtimex fact lacks integer state/status/maxerror_us/esterro
     {"maxerror_us": 2**63}, {"esterror_us": -(2**63)},
 ])
 def test_adjtimex_needs_four_c_long_integers(over):
-    assert parse_adjtimex(fact(**over)) == LACKS
+    assert parsers.parse_adjtimex(fact(**over)) == LACKS
 
 
 def test_adjtimex_largest_c_long_is_read():
-    k = parse_adjtimex(fact(maxerror_us=2**63 - 1, esterror_us=-(2**63) + 1))
+    k = parsers.parse_adjtimex(fact(maxerror_us=2**63 - 1, esterror_us=-(2**63) + 1))
     assert isinstance(k, KernelTime) and k.maxerror_us == 2**63 - 1
 
 
 def test_adjtimex_not_a_mapping():
-    assert parse_adjtimex([1]) == Unparsable("adjtimex fact is a list, not a mapping")
-    assert parse_adjtimex(None) is None
+    assert parsers.parse_adjtimex([1]) == Unparsable("adjtimex fact is a list, not a mapping")
+    assert parsers.parse_adjtimex(None) is None
 
 
 def test_a_line_without_a_colon_is_no_field():
-    assert parse_timesync_status("Server\n") == Unparsable("no 'Server:' line: 'Server'")
+    assert parsers.parse_timesync_status("Server\n") == Unparsable("no 'Server:' line: 'Server'")
 
 
 def test_a_timespan_with_a_letter_before_it_is_refused():
-    assert parse_timespan("X5s") is None
+    assert parsers.parse_timespan("X5s") is None
