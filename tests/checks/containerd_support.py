@@ -6,6 +6,10 @@ from agent.config import Config
 from agent.host.bundle import RecordedCommands, load_bundle
 from agent.host.seam import Host
 from checks.policy import ResolvedPolicy, load_policy
+
+# Replays commands by argv, answering any other argv "not recorded"; one class for every
+# check test that replays commands, re-exported here for the containerd tests.
+from tests.checks.test_mutants_time_sync import Answers as Answers
 from tests.conftest import REPO, bundle, run_cli
 
 UPSTREAM = REPO / "tests" / "fixtures" / "containerd" / "upstream"
@@ -23,11 +27,16 @@ def policy(path: str = "dra", **settings) -> ResolvedPolicy:
     return ResolvedPolicy(load_policy(1), path, settings=Config(**settings).model_dump())
 
 
-def tree(tmp: Path, files: Dict[str, str], version: Optional[str] = None, execs=()) -> Host:
+def write_files(root: Path, files: Dict[str, str]) -> None:
+    """Writes each absolute host path under `root`, making its directories."""
     for path, text in files.items():
-        target = tmp / path.lstrip("/")
+        target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
+
+
+def tree(tmp: Path, files: Dict[str, str], version: Optional[str] = None, execs=()) -> Host:
+    write_files(tmp, files)
     for path in execs:
         target = tmp / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)

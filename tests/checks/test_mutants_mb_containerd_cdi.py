@@ -6,12 +6,12 @@ enable_cdi = false by default, 2.x defaults it to true; cdi_spec_dirs defaults t
 plugins."io.containerd.grpc.v1.cri", version 3 under plugins."io.containerd.cri.v1.runtime".
 The NVIDIA DRA driver writes claim specs to /var/run/cdi (k8s-dra-driver-gpu cdi.go).
 """
-from typing import Dict, Sequence, Tuple
+from typing import Dict
 
 from agent.host.seam import Host
 from agent.hostview import CommandResult
 from checks.containerd.containerd_cdi import CONTAINERD_CDI
-from tests.checks.containerd_support import V2X, V17, policy, tree
+from tests.checks.containerd_support import V2X, V17, Answers, policy, tree, write_files
 
 ROOT = "/etc/containerd/config.toml"
 CRI2 = 'plugins."io.containerd.grpc.v1.cri"'
@@ -94,20 +94,8 @@ def test_2x_enables_cdi_by_default_and_covers_every_spec_directory(tmp_path):
                            "cover /var/run/cdi, /etc/cdi")
 
 
-class Answers:
-    def __init__(self, answers: Dict[Tuple[str, ...], CommandResult]) -> None:
-        self.answers = answers
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        return self.answers.get(tuple(argv)) or CommandResult(tuple(argv), -1, "", "not recorded",
-                                                               not_recorded=True)
-
-
 def _dumped(tmp_path, files: Dict[str, str], dump: str) -> Host:
-    for path, text in files.items():
-        target = tmp_path / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+    write_files(tmp_path, files)
     version = ("containerd", "--version")
     argv = ("containerd", "--config", ROOT, "config", "dump")
     return Host(tmp_path, commands=Answers({version: CommandResult(version, 0, V17),

@@ -7,7 +7,7 @@ kubelet takes the cgroup driver of containerd's *default* runtime, `default_runt
 cgroupfs; `--cgroup-driver` wins; `--config` names the file, the last one given counts), then
 kubeadm's /var/lib/kubelet/config.yaml and nodeadm's /etc/kubernetes/kubelet/config.json.
 """
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Tuple
 
 from agent.host.seam import Host
 from agent.hostview import CommandResult
@@ -16,7 +16,7 @@ from checks.containerd.cgroup_driver import (
     kubelet_config_paths,
     kubelet_driver,
 )
-from tests.checks.containerd_support import V2X, V17, policy
+from tests.checks.containerd_support import V2X, V17, Answers, policy, write_files
 
 ROOT = "/etc/containerd/config.toml"
 KCFG = "/var/lib/kubelet/config.yaml"
@@ -25,21 +25,10 @@ V3 = 'plugins."io.containerd.cri.v1.runtime".containerd'
 V2 = 'plugins."io.containerd.grpc.v1.cri".containerd'
 
 
-class Answers:
-    def __init__(self, answers: Dict[Tuple[str, ...], CommandResult]) -> None:
-        self.answers = answers
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        return self.answers.get(tuple(argv)) or CommandResult(tuple(argv), -1, "", "not recorded",
-                                                               not_recorded=True)
-
-
 def host(tmp_path, files: Dict[str, str], containerd: str, kubelet: Optional[str]) -> Host:
-    for path, text in files.items():
-        target = tmp_path / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    answers = {("containerd", "--version"): CommandResult(("containerd", "--version"), 0, containerd)}
+    write_files(tmp_path, files)
+    answers: Dict[Tuple[str, ...], CommandResult] = {
+        ("containerd", "--version"): CommandResult(("containerd", "--version"), 0, containerd)}
     if kubelet:
         answers[("kubelet", "--version")] = CommandResult(("kubelet", "--version"), 0,
                                                           f"Kubernetes v{kubelet}\n")

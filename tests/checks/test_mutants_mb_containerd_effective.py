@@ -7,12 +7,11 @@ config in /var/snap/k8s/common/args/containerd (`--config=`) and the lock file
 /snap/k8s/current/bin/containerd. A snap host whose recorded config is absent is not running
 on containerd's built-in defaults: the verdict is unknown, naming where the agent looked.
 """
-from typing import Dict, Sequence, Tuple
 
 from agent.host.seam import Host
 from agent.hostview import CommandResult
 from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
-from tests.checks.containerd_support import V17, policy, tree
+from tests.checks.containerd_support import V17, Answers, policy, tree, write_files
 
 ARGS = "/var/snap/k8s/common/args/containerd"
 LOCK = "/var/snap/k8s/common/lock/containerd-config-dir"
@@ -46,20 +45,8 @@ def test_a_snap_host_without_records_names_both_records(tmp_path):
         f"(looked at: /etc/containerd/config.toml, {ARGS}, {LOCK})")
 
 
-class Answers:
-    def __init__(self, answers: Dict[Tuple[str, ...], CommandResult]) -> None:
-        self.answers = answers
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        return self.answers.get(tuple(argv)) or CommandResult(tuple(argv), -1, "", "not recorded",
-                                                               not_recorded=True)
-
-
 def _snap_with_dump(tmp_path, rc: int, stdout: str, stderr: str = "") -> Host:
-    for path, text in {ARGS: f"--config={CK8S}\n", CK8S: "version = 2\n"}.items():
-        target = tmp_path / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+    write_files(tmp_path, {ARGS: f"--config={CK8S}\n", CK8S: "version = 2\n"})
     version = ("containerd", "--version")
     dump = ("containerd", "--config", CK8S, "config", "dump")
     return Host(tmp_path, commands=Answers({version: CommandResult(version, 0, V17),

@@ -6,14 +6,13 @@ config.toml made that 00-nodeadm.toml does not make itself is gone; containerd's
 prints its default in its place, our own merge has none. The check reports the finding in
 details and, on policy version 2 with a known 1.x containerd, warns.
 """
-from typing import Dict, Sequence, Tuple
 
 from agent.config import Config
 from agent.host.seam import Host
 from agent.hostview import CommandResult
 from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.policy import ResolvedPolicy, load_policy
-from tests.checks.containerd_support import V17, tree
+from tests.checks.containerd_support import V17, Answers, tree, write_files
 
 ROOT = "/etc/containerd/config.toml"
 DROPIN = "/etc/containerd/config.d/00-nodeadm.toml"
@@ -52,21 +51,9 @@ def test_our_merge_names_every_root_setting_the_dropin_takes_away(tmp_path):
         "it removes sandbox_image, enable_cdi, registry.config_path that /etc/containerd/config.toml set")
 
 
-class Answers:
-    def __init__(self, answers: Dict[Tuple[str, ...], CommandResult]) -> None:
-        self.answers = answers
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        return self.answers.get(tuple(argv)) or CommandResult(tuple(argv), -1, "", "not recorded",
-                                                               not_recorded=True)
-
-
 def test_containerds_dump_shows_the_default_that_took_a_settings_place(tmp_path):
     files = {ROOT: ROOT_TEXT, DROPIN: DROPIN_TEXT}
-    for path, text in files.items():
-        target = tmp_path / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+    write_files(tmp_path, files)
     (tmp_path / NCR.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / NCR.lstrip("/")).write_text("")
     (tmp_path / NCR.lstrip("/")).chmod(0o755)

@@ -6,7 +6,6 @@ CRI plugin table per imported file; the runc v2 shim looks a bare BinaryName up 
 nvidia-ctk 1.18.1+ writes /etc/containerd/conf.d/99-nvidia.toml). containerd's `--version` is
 replayed (1.7.24 = 1.x merging, 2.1.4 = 2.x); `config dump` is only replayed where a test says.
 """
-from typing import Dict, Sequence, Tuple
 
 from agent.config import Config
 from agent.host.seam import Host
@@ -14,7 +13,7 @@ from agent.hostview import CommandResult
 from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.containerd.effective import nodeadm_fix
 from checks.policy import ResolvedPolicy, load_policy
-from tests.checks.containerd_support import V2X, V17, policy, tree
+from tests.checks.containerd_support import V2X, V17, Answers, policy, tree, write_files
 
 ROOT = "/etc/containerd/config.toml"
 CRI = 'plugins."io.containerd.grpc.v1.cri"'
@@ -195,25 +194,13 @@ def test_a_missing_handler_with_an_unrelated_unimported_dropin(tmp_path):
     assert nodeadm.remediation == CONFIGURE + " " + nodeadm_fix("nvidia")
 
 
-class Answers:
-    def __init__(self, answers: Dict[Tuple[str, ...], CommandResult]) -> None:
-        self.answers = answers
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        return self.answers.get(tuple(argv)) or CommandResult(tuple(argv), -1, "", "not recorded",
-                                                               not_recorded=True)
-
-
 def test_files_containerd_or_our_merge_loaded_are_not_called_unimported(tmp_path):
     # containerd 1.x's dump lists the files it loaded under `imports` (here a.toml); our walk
     # loaded b.toml: neither is "not imported", whichever of the two named it.
     a, b = "/etc/containerd/conf.d/a.toml", "/etc/containerd/conf.d/b.toml"
     files = {ROOT: f'version = 2\nimports = ["{b}"]\n',
              a: f'version = 2\n[{CRI}]\nenable_cdi = true\n', b: "version = 2\n" + NVIDIA}
-    for path, text in files.items():
-        target = tmp_path / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+    write_files(tmp_path, files)
     version = ("containerd", "--version")
     dump = ("containerd", "--config", ROOT, "config", "dump")
     answers = {version: CommandResult(version, 0, V17),

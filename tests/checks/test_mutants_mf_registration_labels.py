@@ -20,6 +20,7 @@ from agent.model import Outcome, Status
 from agent.safeio.bounded import DEFAULT_CAP
 from checks.policy import ResolvedPolicy, load_policy
 from checks.registration_labels import REGISTRATION_LABELS
+from tests.checks.containerd_support import write_files
 
 KEY = "workload.example.com/gpu-allocation"
 ENV = "/etc/eks/kubelet/environment"
@@ -31,10 +32,7 @@ UNKNOWN_SUMMARY = f"cannot tell whether the kubelet registers the allocation lab
 
 
 def host_with(root, files, too_big=()):
-    for path, text in files.items():
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+    write_files(root, files)
     for path in too_big:
         # A regular file one byte past the read cap: it exists, and no read of it succeeds.
         target = root / path.lstrip("/")
