@@ -32,6 +32,13 @@ class Errors(Exception):
         self.errors = errors
 
 
+def refusals(exc: Exception, where: Loc = ()) -> List[Invalid]:
+    """An Invalid or an Errors as its refusals, each located under ``where`` (the list index,
+    dict key or field name the failed check was applied at)."""
+    found: List[Any] = list(exc.errors) if isinstance(exc, Errors) else [exc]
+    return [Invalid(e.msg, where + e.loc) for e in found]
+
+
 _TRUE = frozenset(("1", "on", "t", "true", "y", "yes"))
 _FALSE = frozenset(("0", "off", "f", "false", "n", "no"))
 _INT_TEXT = re.compile(r"^[+-]?[0-9](?:_?[0-9])*(?:\.0*)?$")
@@ -167,10 +174,8 @@ def list_of(item: Check) -> Check:
         for i, entry in enumerate(value):
             try:
                 out.append(item(entry))
-            except Invalid as exc:
-                errors.append(Invalid(exc.msg, (i,) + exc.loc))
-            except Errors as exc:
-                errors.extend(Invalid(e.msg, (i,) + e.loc) for e in exc.errors)
+            except (Invalid, Errors) as exc:
+                errors += refusals(exc, (i,))
         if errors:
             raise Errors(errors)
         return out
@@ -190,10 +195,8 @@ def dict_of(key: Check, item: Check) -> Check:
                 good = k
             try:
                 out[good] = item(v)
-            except Invalid as exc:
-                errors.append(Invalid(exc.msg, (k,) + exc.loc))
-            except Errors as exc:
-                errors.extend(Invalid(e.msg, (k,) + e.loc) for e in exc.errors)
+            except (Invalid, Errors) as exc:
+                errors += refusals(exc, (k,))
         if errors:
             raise Errors(errors)
         return out

@@ -18,7 +18,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Set, Tuple, Ty
 
 from agent.errors import ParseError
 from agent.safeio import coerce
-from agent.safeio.coerce import Check, Errors, Invalid
+from agent.safeio.coerce import Check, Errors, Invalid, refusals
 
 __all__ = ["Field", "Record", "ValidationError", "field_validator", "model_validator"]
 
@@ -151,10 +151,8 @@ class Record:
         """``data`` (a mapping, or an instance) as a record; ValidationError when refused."""
         try:
             return cls._coerce(data)
-        except Invalid as exc:
-            raise ValidationError(cls.__name__, [exc]) from None
-        except Errors as exc:
-            raise ValidationError(cls.__name__, exc.errors) from None
+        except (Invalid, Errors) as exc:
+            raise ValidationError(cls.__name__, refusals(exc)) from None
 
     @classmethod
     def _coerce(cls: Type[R], data: Any) -> R:
@@ -169,10 +167,8 @@ class Record:
     def _fill(self, data: Dict[str, Any]) -> None:
         try:
             self._fill_checked(data)
-        except Invalid as exc:
-            raise ValidationError(type(self).__name__, [exc]) from None
-        except Errors as exc:
-            raise ValidationError(type(self).__name__, exc.errors) from None
+        except (Invalid, Errors) as exc:
+            raise ValidationError(type(self).__name__, refusals(exc)) from None
 
     def _fill_checked(self, data: Dict[str, Any]) -> None:
         cls = type(self)
@@ -192,10 +188,8 @@ class Record:
             given.add(spec.name)
             try:
                 values[spec.name] = _field_value(cls, spec, data[key])
-            except Invalid as exc:
-                errors.append(Invalid(exc.msg, (spec.key,) + exc.loc))
-            except Errors as exc:
-                errors.extend(Invalid(e.msg, (spec.key,) + e.loc) for e in exc.errors)
+            except (Invalid, Errors) as exc:
+                errors += refusals(exc, (spec.key,))
         used = {spec.key if spec.key in data else spec.name for spec in cls._fields.values()}
         errors += [Invalid("Extra inputs are not permitted" if isinstance(key, str) else
                            "Keys should be strings", (key,)) for key in data if key not in used]
