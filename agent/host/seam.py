@@ -14,7 +14,7 @@ import os
 import posixpath
 import stat
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Union, cast
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Union, cast
 
 from agent.host.resolve import HostPathError, Resolver
 from agent.hostview import CommandResult
@@ -108,36 +108,36 @@ class Host:
             raise HostPathError(f"host paths are absolute: {path!r}")
         if self.is_live:
             return Path(path)
-        memo = self._memo
-        if memo is not None and path in memo:
-            return cast(Path, memo[path])
+        return cast(Path, self._once(("path", path), lambda: self._resolve(path)))
+
+    def _resolve(self, path: str) -> Path:
         resolver = Resolver(self.root)
         try:
             canonical = resolver.resolve(path)
         finally:
             resolver.close()
-        real = self.root.joinpath(*[p for p in canonical.split("/") if p])
-        if memo is not None:
-            memo[path] = real
-        return real
+        return self.root.joinpath(*[p for p in canonical.split("/") if p])
+
+    def _once(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, kept under ``key`` on a static Host; an exception is never kept."""
+        memo = self._memo
+        if memo is None:
+            return compute()
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
 
     def read_bytes(self, path: str, limit: int = MAX_READ_BYTES) -> bytes:
         """The whole file (page-sized reads to EOF; regular files only). Past ``limit`` it
         raises ReadCapExceeded and records a warning naming the file: never a silent cut."""
-        memo = self._memo
-        key = ("read", path, limit)
-        if memo is not None and key in memo:
-            return cast(bytes, memo[key])
         try:
-            data = read_bytes_capped(self.real_path(path), limit)
+            return cast(bytes, self._once(("read", path, limit),
+                                          lambda: read_bytes_capped(self.real_path(path), limit)))
         except ReadCapExceeded:
             note = f"{path}: larger than the {limit}-byte read cap; not read"
             if note not in self.read_warnings:
                 self.read_warnings.append(note)
             raise
-        if memo is not None:
-            memo[key] = data
-        return data
 
     def read_text(self, path: str) -> str:
         """The file's text (UTF-8, undecodable bytes replaced). Raises OSError if absent."""
@@ -185,17 +185,11 @@ class Host:
             return None
 
     def listdir(self, path: str) -> List[str]:
-        memo = self._memo
-        key = ("list", path)
-        if memo is not None and key in memo:
-            return list(memo[key])
         try:
-            names = sorted(os.listdir(self.real_path(path)))
+            return list(self._once(("list", path),
+                                   lambda: tuple(sorted(os.listdir(self.real_path(path))))))
         except (OSError, ValueError):
             return []
-        if memo is not None:
-            memo[key] = tuple(names)
-        return names
 
     def glob(self, pattern: str) -> List[str]:
         """Host paths matching a pattern whose wildcards are in the last component only
