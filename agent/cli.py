@@ -9,7 +9,6 @@ error only (one line; the traceback only with --debug), 4 gate open but the verd
 fully written.
 """
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -17,7 +16,6 @@ from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from agent.cli_commands import cmd_clear, cmd_collect, cmd_config, cmd_explain, cmd_version
 from agent.cli_common import (
-    defer_importlib_metadata,
     emit,
     ids,
     load_config,
@@ -33,6 +31,7 @@ from agent.errors import EXIT_NOT_WRITTEN as EXIT_NOT_WRITTEN
 from agent.errors import EXIT_OPEN as EXIT_OPEN
 from agent.errors import EXIT_USAGE as EXIT_USAGE
 from agent.errors import AgentError, ConfigError, UsageError
+from agent.records import replace
 
 if TYPE_CHECKING:
     from agent.config import Config
@@ -112,7 +111,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         finally:
             api.close()
         if kube_lines is not None:
-            report = dataclasses.replace(report, context={**report.context, "kube": kube_lines[1]})
+            report = replace(report, context={**report.context, "kube": kube_lines[1]})
     # `--apply`: each write attempted and its answer (docs/json-output.md `publish`)
     publish = kube_lines[2] if kube_lines is not None and args.apply else None
     if args.format == "json" and publish is not None:
@@ -181,7 +180,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    defer_importlib_metadata()  # only agent/version.py asks it, rarely (cli_common says why)
     words = list(argv if argv is not None else sys.argv[1:])
     # Anywhere before a `--` (a value such as `--only --debug` is refused by the parser anyway).
     debug = "--debug" in (words[: words.index("--")] if "--" in words else words)

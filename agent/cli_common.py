@@ -11,59 +11,6 @@ if TYPE_CHECKING:
     from checks.policy import ResolvedPolicy
 
 
-METADATA = "importlib.metadata"
-# What may be taken from importlib.metadata by name at import: agent/version.py takes version
-# and distribution (inside a function); entry_points and distributions are what libraries
-# scanning for plugins take (pydantic did, when the agent used it).
-DEFERRED_NAMES = ("entry_points", "distributions", "distribution", "version")
-
-
-def defer_importlib_metadata() -> None:
-    """Make ``importlib.metadata`` a stand-in that imports the real module on first use.
-
-    No library the agent imports needs it at import time today (pydantic's plugin loader did
-    before the agent dropped pydantic); this keeps one that does from costing every one-shot
-    command the import, and agent/version.py then loads it only when it must. It brings 29 modules
-    (email, zipfile, shutil, tempfile, importlib.resources, bz2, lzma): 1.1 MiB of Python heap
-    and 38-43 ms CPU on the bench machine (bench/bench_footprint.py, docs/decisions.md). The
-    stand-in's functions, and any other attribute asked of it, load the real module (the
-    stand-in is first taken out of sys.modules and importlib), so every caller gets exactly
-    what the real module gives. A process that already imported it (a test) is left alone.
-    """
-    if METADATA in sys.modules:
-        return
-    import importlib
-    import types
-
-    def real() -> Any:
-        if sys.modules.get(METADATA) is stand_in:
-            del sys.modules[METADATA]
-        if importlib.__dict__.get("metadata") is stand_in:
-            del importlib.__dict__["metadata"]
-        return importlib.import_module(METADATA)
-
-    class Deferred(types.ModuleType):
-        def __getattr__(self, name: str) -> Any:
-            # The import system asks a module for ``__path__`` (is it a package?) on every
-            # `from ... import`; that alone must not load it.
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return getattr(real(), name)
-
-    def deferred(name: str) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return getattr(real(), name)(*args, **kwargs)
-
-        call.__name__ = call.__qualname__ = name
-        return call
-
-    stand_in = Deferred(METADATA)
-    for name in DEFERRED_NAMES:
-        setattr(stand_in, name, deferred(name))
-    sys.modules[METADATA] = stand_in
-    importlib.__dict__["metadata"] = stand_in
-
-
 def emit(text: str) -> None:
     """Write to stdout; a reader that went away (`explain | head`) is not an error. The
     descriptor is then pointed at /dev/null so the interpreter's final flush cannot raise

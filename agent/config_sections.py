@@ -2,7 +2,6 @@
 (agent/safeio/schema.py), each field with its default and why, validated as the file is parsed.
 Unknown keys are errors: a typo must not silently do nothing.
 """
-import ipaddress
 import re
 from typing import Any, Dict, List, Literal, Optional
 
@@ -265,6 +264,8 @@ _HOST_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 def listen_address_problem(text: str) -> Optional[str]:
     """Why ``text`` is not a listen address (None when it is): the metrics server's own
     parser, then the host part must be an IP address or an RFC 1123 host name."""
+    import ipaddress  # here: only a config that sets a listen address pays its import
+
     from agent.outputs.http_wire import parse_listen_address
 
     try:

@@ -23,10 +23,10 @@ the gate. The rules (docs/decisions.md "Per-GPU health"):
   DRADeviceTaints feature gate, off by default in Kubernetes 1.34, keep DRA from allocating
   one device), so there the gate is today's.
 """
-from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from agent.model import DRA_PATHS, CheckResult, Severity, Status
+from agent.records import record
 
 CLOSING = (Status.FAIL, Status.UNKNOWN)
 CLOSING_STRICT = (Status.WARN, Status.FAIL, Status.UNKNOWN)
@@ -40,7 +40,7 @@ AT_FAULT = "gpus_at_fault"
 FENCED = frozenset({"gpu-xid", "gpu-count"})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuState:
     """One GPU: what identifies it and the checks that name it (none: healthy)."""
 
@@ -62,7 +62,7 @@ class GpuState:
         return self.uuid or self.pci_bus_id or f"index:{self.index}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuHealth:
     gpus: Tuple[GpuState, ...]
     # The policy's number (None: "all"); ``required`` what it means on this host.

@@ -6,13 +6,13 @@ the live machine, a bare tree or a bundle) and never import the host wing: they 
 functions of what this protocol returns (docs/architecture.md). It lives in the core so that
 agent/model.py can type ``Check.run`` and the engine can pass a Host without knowing its wing.
 """
-from dataclasses import dataclass
 from typing import Any, Callable, Collection, List, Optional, Protocol, Sequence, Tuple
 
+from agent.records import record
 from agent.snapshot import GpuSnapshot
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CommandResult:
     """One command's answer from a host: exit status and output, or why there is none."""
 

@@ -3,11 +3,11 @@
 Checks depend on these types only; the engine, the report and the outputs consume them.
 Statuses are lowercase strings everywhere (JSON, metric labels, text): docs/json-output.md.
 """
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
 
 from agent.hostview import HostView
+from agent.records import field, record
 
 
 class Status(str, Enum):
@@ -73,7 +73,7 @@ def needs_kind(check_id: str) -> str:
     return f"{SKIP_NEEDS_PREFIX}{check_id}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Outcome:
     """What a check's ``run`` returns: a value, never an exception."""
 
@@ -130,7 +130,7 @@ def needs(owner: str, summary: str, **details: Any) -> Outcome:
     return Outcome(Status.SKIP, summary, details, skip=needs_kind(owner))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Failure:
     """One distinct way a check does not pass, declared beside the check: the code its Outcome
     names, the status it produces, what the agent found, the fix, and where the rule comes from.
@@ -144,7 +144,7 @@ class Failure:
     source: str  # the document, page or source file the rule comes from
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Check:
     """Declarative metadata plus the pure function that evaluates it.
 
@@ -190,7 +190,7 @@ class Check:
         raise KeyError(f"{self.id} declares no failure {code!r}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PathOutcome:
     """A check's verdict on one allocation path where it differs from the report's path."""
 
@@ -201,7 +201,7 @@ class PathOutcome:
     code: Optional[str] = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CheckResult:
     """One check's verdict in a report: its outcome on the report's path, with its metadata."""
 

@@ -11,7 +11,6 @@ counts, the run's timestamps), so every output renders from it alone and nothing
 reads can change under it (docs/architecture.md, "one run cycle"). The JSON output (schema 1,
 docs/json-schema.md) prints none of those extra fields.
 """
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
@@ -19,12 +18,13 @@ from agent.gpu_health import GpuHealth
 from agent.gpu_health import evaluate as evaluate_gpu_health
 from agent.gpu_health import min_healthy_of as min_healthy_of  # the callers' one import
 from agent.model import PATHS, Check, CheckResult, Interval, Severity, Status
+from agent.records import field, record
 
 CLOSING = (Status.FAIL, Status.UNKNOWN)
 CLOSING_STRICT = (Status.WARN, Status.FAIL, Status.UNKNOWN)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Gate:
     path: str
     open: bool
@@ -51,7 +51,7 @@ def evaluate_gate(results: Sequence[CheckResult], path: str, strict: bool = Fals
     return Gate(path, not blocking, blocking)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KnownCheck:
     """A check the agent knows, run or not: the metrics show every one from the start."""
 
@@ -60,7 +60,7 @@ class KnownCheck:
     interval: Interval
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeFacts:
     """The Node publisher's last attempt (agent/outputs/node/result.py ``facts_after``), for
     the metrics. The publisher takes a Report after it is rendered, so a Report carries the
@@ -71,7 +71,7 @@ class NodeFacts:
     last_success: Optional[float] = None  # unix time of the last such attempt
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunFacts:
     """What `run` knows about its own cycles (the daemon's; `check` has none)."""
 
@@ -90,7 +90,7 @@ class RunFacts:
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Report:
     path: str
     strict: bool

@@ -3,9 +3,9 @@
 It owns every NVML-level error in the snapshot (docs/gpu-snapshot.md, ``error.kind``), so
 each kind gets its own summary and fix; the GPU health checks then skip naming it.
 """
-from dataclasses import replace
 from typing import Any, Dict, Mapping, Tuple
 
+from agent.records import replace
 from checks.base import (
     ALL_PATHS,
     Check,

@@ -22,9 +22,7 @@ Connection.deserialize), the schema must name Packages a table (a view could run
 a progress handler bounds the work, and every header offset is checked against the blob.
 """
 import os
-import shutil
 import struct
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Iterable, Iterator, Optional, Tuple
 
@@ -135,7 +133,9 @@ def installed_versions(data: bytes, packages: Iterable[str]) -> Dict[str, Tuple[
         # and -wal files. Transactions still only in -wal are not seen: rpm checkpoints them
         # into the file when its last connection closes.
         data = data[:18] + b"\x01\x01" + data[20:]
+    import shutil  # here, with sqlite3: only a host with an rpm database reads one
     import sqlite3
+    import tempfile
 
     wanted = frozenset(packages)
     workdir = None if hasattr(sqlite3.Connection, "deserialize") else tempfile.mkdtemp(

@@ -1,10 +1,10 @@
 """What the command line hands `run` (agent/cli_run.py builds these): one validated
 configuration at a time, and where each cycle's host comes from."""
-from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, List, Optional, Protocol
 
 from agent.hostview import FactOverlay
 from agent.outputs.webconfig import WebConfig
+from agent.records import record
 
 
 class RunSettings(Protocol):
@@ -51,7 +51,7 @@ class DaemonConfig(Protocol):
     def run(self) -> RunSettings: ...
 
 
-@dataclass
+@record
 class Generation:
     """One validated configuration: what the loader returns, what SIGHUP replaces."""
 
@@ -68,7 +68,7 @@ class Generation:
 HostOpener = Callable[[Generation], ContextManager[Any]]
 
 
-@dataclass
+@record
 class Source:
     """Where the host comes from; fixed for the life of the process. The command line builds
     it (agent/cli_run.py host_source), so the daemon never builds or names a Host itself

@@ -16,7 +16,6 @@ import gc
 import logging
 import threading
 from collections import deque
-from dataclasses import replace
 from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from agent.daemon.cycle import cycle_snapshot, cycle_xid_counts, log_changes, node_facts
@@ -43,6 +42,7 @@ from agent.outputs.metrics import MetricsEndpoint, Rendered, renderer
 from agent.outputs.metrics_server import MetricsServer
 from agent.outputs.textfile import TextfileOutput
 from agent.outputs.webconfig import WebConfig, load_web_config
+from agent.records import replace
 from agent.report import Report, RunFacts, build_report, min_healthy_of, pending_report
 
 EXIT_DRIVER_CHANGED = 75  # EX_TEMPFAIL: Restart=on-failure brings the unit back

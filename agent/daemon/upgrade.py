@@ -16,12 +16,12 @@ states release NVML, and why, is docs/decisions.md ("run: NVML maintenance durin
 Operator driver upgrade").
 """
 import logging
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Mapping, Optional
 
 from agent.driver_layout import DRIVER_REPLACED_STATES, UPGRADE_STATE_LABEL
 from agent.logs import log
+from agent.records import record
 
 LABEL = UPGRADE_STATE_LABEL
 
@@ -55,7 +55,7 @@ class Action(str, Enum):
     KEEP = "keep"  # cannot tell: stay as we are (never flap on an unreadable Node)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decision:
     action: Action
     state: Optional[str]  # the label's value; None when absent or not read

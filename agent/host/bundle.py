@@ -17,7 +17,6 @@ file; `run --bundle` runs as root), so:
 """
 import errno
 import os
-import shutil
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -96,7 +95,9 @@ class LoadedBundle:
         self._guard = guard
 
     def close(self) -> None:
-        if self._cleanup:
+        if self._cleanup:  # an unpacked archive (bundle_unpack.py has imported shutil)
+            import shutil
+
             shutil.rmtree(self._cleanup, ignore_errors=True)
             self._cleanup = None
         if self._guard is not None:
@@ -258,6 +259,8 @@ def load_bundle(path: Union[str, "os.PathLike[str]"]) -> LoadedBundle:
         )
     except BaseException:
         if cleanup:
+            import shutil
+
             shutil.rmtree(cleanup, ignore_errors=True)
         if guard is not None:
             guard.close()

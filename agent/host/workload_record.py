@@ -2,8 +2,9 @@
 (Attempt). The record is the host fact `workload` (agent/host/workload.py); bundles hold it in
 host.json and checks/workload/gpu_workload.py judges it."""
 import time
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
+
+from agent.records import field, record
 
 LABEL = "gpu-node-agent.workload"
 LABEL_VALUE = "1"
@@ -11,7 +12,7 @@ OUTPUT_CAP = 64 * 1024
 STEPS = ("tool", "runtime", "image", "sandbox", "create", "start", "exit")
 
 
-@dataclass
+@record
 class WorkloadSpec:
     path: str
     mode: str  # "handler" (device-plugin paths) or "cdi" (DRA paths)

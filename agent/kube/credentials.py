@@ -15,11 +15,11 @@ import json
 import os
 import signal
 import subprocess
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from agent.errors import EXIT_USAGE, AgentError
 from agent.kube.keymaterial import check_pair
+from agent.records import field, record
 
 EXEC_API_VERSIONS = (
     "client.authentication.k8s.io/v1beta1",
@@ -38,7 +38,7 @@ class CredentialError(AgentError):
     exit_code = EXIT_USAGE
 
 
-@dataclass
+@record
 class ExecSpec:
     api_version: str
     command: str
@@ -48,7 +48,7 @@ class ExecSpec:
     provide_cluster_info: bool = False
 
 
-@dataclass
+@record
 class Credentials:
     """What goes on a request: a bearer token and/or a client certificate (file paths)."""
 

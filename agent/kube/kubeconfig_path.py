@@ -20,10 +20,10 @@ given, never replaced by a search: if it does not exist that is the configuratio
 named by its field.
 """
 import os
-from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple
 
 from agent.kube.kubeconfig import KubeconfigError
+from agent.records import record
 
 FIELD = "kube.kubeconfig"
 # (path, whose location it is), in search order; the first is the setting's default.
@@ -33,7 +33,7 @@ KUBELET_KUBECONFIGS: Tuple[Tuple[str, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KubeconfigChoice:
     path: str
     source: str  # how it was chosen, for the report

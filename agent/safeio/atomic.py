@@ -8,7 +8,6 @@ torn one (the sequence the ext4 and XFS maintainers recommend; see rename(2), fs
 import contextlib
 import errno
 import os
-import tempfile
 from typing import Optional
 
 
@@ -33,6 +32,8 @@ def write_atomic(
 ) -> str:
     """Replace ``path`` with ``data``. ``tmp_dir`` (same filesystem) keeps the temp file out
     of a directory whose every file a reader consumes (NFD's features.d)."""
+    import tempfile  # here: a one-shot `check` never writes, and tempfile brings shutil/random
+
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=tmp_dir or directory)
     try:

@@ -27,10 +27,10 @@ Nothing here raises on a file's content: a problem is returned as a line naming 
 import base64
 import binascii
 import zlib
-from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Mapping, Optional, Tuple
 
 from agent.hostview import HostView
+from agent.records import field, record
 
 # The words of kubelet flags, read by the same checks and the Node-name lookup: re-exported.
 from agent.safeio.kubelet_args import _split, args_words, flag_values, node_labels  # noqa: F401
@@ -65,7 +65,7 @@ MAX_INFLATED = 1024 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConfigFile:
     """One file of a config source: its NodeConfig documents in merge order, or why none."""
 
@@ -74,7 +74,7 @@ class ConfigFile:
     problem: Optional[str] = None
 
 
-@dataclass
+@record
 class ConfigSource:
     """One configured source (a file or a directory) and the files nodeadm would read there."""
 

@@ -21,9 +21,9 @@ by the kernel log (same GPU and code within ``dedupe_window_s``) is one XID.
 import collections
 import re
 import threading
-from dataclasses import dataclass
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from agent.records import record
 from agent.xid.kmsg import KernelLine, parse_line
 
 _XID = re.compile(
@@ -62,7 +62,7 @@ def pci_key(bus_id: Any) -> Optional[str]:
     return f"{parts[0][-4:].rjust(4, '0')}:{parts[1]}:{parts[2]}"
 
 
-@dataclass
+@record
 class XidEvent:
     """One XID as a source reported it (kernel log or NVML), with the GPU it names."""
 

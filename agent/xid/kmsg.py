@@ -20,8 +20,9 @@ When /dev/kmsg cannot be read, the journal's kernel lines are the fallback
 import os
 import re
 import time
-from dataclasses import dataclass
 from typing import Any, Iterator, List, Optional, Protocol, Sequence, Tuple
+
+from agent.records import record
 
 KMSG_PATH = "/dev/kmsg"
 # The kernel's record limit is 1024 bytes of text (PRINTK_MESSAGE_MAX) plus the prefix and
@@ -44,7 +45,7 @@ KEEP_MARKER = "NVRM"
 MAX_TIMESTAMP = 2**64
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelLine:
     """One kernel log record: its text and whatever time and sequence its format carries."""
 

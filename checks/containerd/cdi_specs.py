@@ -7,9 +7,9 @@ line, never an exception.
 
 import posixpath
 import re
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from agent.records import field, record
 from agent.safeio import jsonio, yamlio
 from checks.base import HostView
 
@@ -34,7 +34,7 @@ _LIB_VERSION = re.compile(r"^lib(?:nvidia|cuda)[\w.-]*\.so\.(\d+\.\d+(?:\.\d+)?)
 _HOOK_DRIVER = re.compile(r"^--host-driver-version=(\S+)$")
 
 
-@dataclass
+@record
 class Spec:
     path: str
     data: Optional[Dict[str, Any]] = None
@@ -115,7 +115,7 @@ def _node_path(node: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-@dataclass
+@record
 class References:
     device_nodes: List[str] = field(default_factory=list)
     mounts: List[str] = field(default_factory=list)

@@ -24,9 +24,9 @@ import copy
 import posixpath
 import re
 import sys
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from agent.records import field, record
 from checks.base import HostView
 from checks.containerd.migrate import CRI_V1 as CRI_V1  # re-exported: the checks use them
 from checks.containerd.migrate import CRI_V2 as CRI_V2
@@ -145,7 +145,7 @@ def deep_merge(dst: Dict[str, Any], src: Dict[str, Any]) -> None:
             dst[key] = copy.deepcopy(value)
 
 
-@dataclass
+@record
 class Effective:
     """The merged configuration and how it came to be."""
 

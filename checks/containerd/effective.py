@@ -6,9 +6,9 @@ When the installed version is unknown and the root config is version 2, both 1.x
 semantics are evaluated; a check whose verdicts differ between them is `unknown`.
 """
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from agent.records import field, record
 from checks.base import Failure, HostView, Outcome, Status, unknown
 from checks.containerd.config import (
     CRI_V1,
@@ -60,7 +60,7 @@ VERSION_DECIDES = Failure(
 )
 
 
-@dataclass
+@record
 class View:
     """The effective CRI runtime table under one set of merge semantics."""
 
@@ -73,7 +73,7 @@ class View:
     errors: List[str] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Context:
     handler: str
     config_path: str

@@ -4,9 +4,9 @@ of the effective configuration (`containerd config dump`), the authority wheneve
 Beside checks/containerd/config.py, which parses and merges the files themselves.
 """
 import re
-from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
+from agent.records import record
 from checks.base import HostView
 from checks.containerd.config import parse_toml, unredact
 from checks.dpkg import installed_versions
@@ -22,7 +22,7 @@ def dump_argv(binary: str, config_path: str) -> Tuple[str, ...]:
     return (binary, "--config", config_path, "config", "dump")
 
 
-@dataclass
+@record
 class Installed:
     version: Optional[Tuple[int, int, int]]
     source: str
@@ -53,7 +53,7 @@ def installed_containerd(host: HostView) -> Installed:
     return Installed(None, "", None)
 
 
-@dataclass
+@record
 class Dump:
     data: Optional[Dict[str, Any]]
     problem: Optional[str]  # set when containerd answered with an error (config invalid)

@@ -7,8 +7,9 @@ The version is the first version-like token on the NVRM line; the word after "Mo
 Jetson/L4T boards print the L4T release (e.g. 35.3.1), which is not a driver branch.
 """
 import re
-from dataclasses import dataclass
 from typing import Optional, Tuple, Union
+
+from agent.records import record
 
 _NVRM_LINE = re.compile(r"^NVRM version:(.*)$", re.MULTILINE)
 _DRIVER_VERSION = re.compile(r"(?<![\w.])(\d{2,4})\.(\d{1,3})(?:\.(\d{1,3}))?(?![\w.])")
@@ -16,7 +17,7 @@ _DRIVER_VERSION = re.compile(r"(?<![\w.])(\d{2,4})\.(\d{1,3})(?:\.(\d{1,3}))?(?!
 MIN_DESKTOP_BRANCH = 100
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverVersion:
     version: str
     branch: int
@@ -25,7 +26,7 @@ class DriverVersion:
     arch: Optional[str]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Unparsable:
     reason: str
 

@@ -14,9 +14,9 @@ Every GPU check is ``run=gpu_check(judge)``: :func:`gpu_check` does the prologue
 with a usable snapshot.
 """
 import functools
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Tuple
 
+from agent.records import field, record
 from agent.snapshot import GpuRecord, GpuSnapshot
 from checks.base import (
     Failure,
@@ -115,7 +115,7 @@ def gpu_label(gpu: Mapping[str, Any]) -> str:
 Finding = Tuple[str, str]
 
 
-@dataclass
+@record
 class Findings:
     """Per-GPU results, folded into one Outcome by ``outcome``; each finding carries its
     failure code and the outcome names the first one of the status it reports."""

@@ -11,9 +11,9 @@ guide). Operator evidence: libnvidia-ml under the driver root, the driver contai
 nvidia-container-runtime in the operator's toolkit directory.
 """
 import re
-from dataclasses import dataclass, field
 from typing import List
 
+from agent.records import field, record
 from checks.base import HostView
 from checks.dpkg import paragraphs, status_installed
 from checks.operator.state import (
@@ -42,7 +42,7 @@ DRIVER_PACKAGE = re.compile(
 TOOLKIT_PACKAGE = re.compile(r"^nvidia-container-toolkit(-base)?$")
 
 
-@dataclass
+@record
 class Evidence:
     host_driver: List[str] = field(default_factory=list)
     operator_driver: List[str] = field(default_factory=list)

@@ -16,7 +16,6 @@ Sources:
 - The toolkit container installs into <installDir>/toolkit (checks/operator/policy.py).
 """
 import posixpath
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from agent.driver_layout import (
@@ -27,6 +26,7 @@ from agent.driver_layout import (
     UPGRADE_STATE_LABEL,
 )
 from agent.ldcache import ARCH_FLAGS, LD_SO_CACHE, cache_entries
+from agent.records import record
 from checks.base import HostView, Outcome, failed, input_missing
 from checks.operator.policy import OPERATOR_TOOLKIT_ROOT, OPERATOR_VALIDATIONS_DIR
 from checks.policy import ResolvedPolicy
@@ -152,7 +152,7 @@ def driver_discover(host: HostView) -> Tuple[Sequence[str], Sequence[str]]:
     return (), cached_nvml(host, OPERATOR_DRIVER_ROOT)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Waiting:
     """The operator's component is not on the host yet, and how long the host has waited."""
 

@@ -8,11 +8,12 @@ no daemon prints, and ``int`` of more than 4,300 digits raises on Python >= 3.11
 """
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from agent.records import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class Unparsable:
     reason: str
 
@@ -53,7 +54,7 @@ LEAP_STATUSES = ("Normal", "Insert second", "Delete second", "Not synchronised")
 CHRONY_LOCAL_REFID = "7F7F0101"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChronyTracking:
     refid: str
     name: str
@@ -90,7 +91,7 @@ def parse_chrony_tracking(text: str) -> Union[ChronyTracking, Unparsable]:
     return ChronyTracking(refid.upper(), name, stratum, offset, delay, dispersion, fields[13])
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Source:
     """One time source, from chronyc or ntpq. ``reach`` is the 8-bit reach register: bit 0
     is the most recent poll (RFC 5905 section 9.2; chronyc and ntpq print it in octal)."""
@@ -214,7 +215,7 @@ def parse_timespan(text: str) -> Optional[float]:
     return sign * total
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TimesyncStatus:
     server: str
     leap: str
@@ -260,7 +261,7 @@ CLOCK_STATES = ("TIME_OK", "TIME_INS", "TIME_DEL", "TIME_OOP", "TIME_WAIT", "TIM
 MAXERROR_LIMIT_US = 16_000_000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelTime:
     state: str
     flags: List[str]

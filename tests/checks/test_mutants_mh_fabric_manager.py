@@ -9,7 +9,6 @@ unit state and exits 0 only for an active unit) and from checks/policy_v1.yaml's
 (ok_states [completed], nvswitch_pci_classes ["0680"]).
 """
 import copy
-from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pytest
@@ -18,6 +17,7 @@ from agent.config import Config
 from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.hostview import CommandResult
 from agent.model import Outcome, Status
+from agent.records import replace
 from checks.gpu.fabric_manager import FABRIC_MANAGER
 from checks.policy import ResolvedPolicy, load_policy
 

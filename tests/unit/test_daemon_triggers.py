@@ -6,7 +6,6 @@ import contextlib
 import os
 import threading
 import time
-from dataclasses import replace
 from typing import Any, Dict, List
 
 import pytest
@@ -21,6 +20,7 @@ from agent.logs import setup
 from agent.model import Check, CheckResult, Interval, Severity, Status, failed, passed
 from agent.outputs.nfd_output import NfdOutput
 from agent.outputs.node.publish import Publisher
+from agent.records import replace
 from agent.report import Report, build_report, count_opens
 from agent.safeio.schema import ValidationError
 from tests.reliability.helpers import HEALTHY_ROOT

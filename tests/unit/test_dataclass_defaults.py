@@ -1,11 +1,13 @@
-"""No dataclass field in agent/ or checks/ has a default Python 3.11 refuses at import.
+"""No record field in agent/ or checks/ has a default Python 3.11 refuses at import.
 
 Python 3.11 rejects a field default whose type is unhashable (dataclasses.py: "mutable
 default ... use default_factory"); 3.9 and 3.10 reject only list, dict and set, and from 3.12
 a mappingproxy is hashable. The unit tiers run 3.9 and 3.13, neither of which would see a
 mappingproxy default fail, while Debian 12 and Ubuntu 22.04+ run the packaged agent on 3.11
 (tests/integration/test_packages.py caught one such default once). So the rule is checked
-here by introspection, the 3.11 way, on whatever interpreter runs the suite.
+here by introspection, the 3.11 way, on whatever interpreter runs the suite. The agent's
+classes are records (agent/records.py), which refuse such a default on every interpreter; this
+walk keeps holding it should a module go back to dataclasses.
 """
 import dataclasses
 import importlib
@@ -15,6 +17,7 @@ from types import MappingProxyType
 
 import agent
 import checks
+from agent import records
 
 # Types whose instances 3.11 refuses as a default: unhashable there.
 REFUSED_ON_311 = (list, dict, set, bytearray, MappingProxyType)
@@ -38,14 +41,19 @@ def _problems():
             continue
         module = importlib.import_module(name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if cls.__module__ != name or not dataclasses.is_dataclass(cls):
+            if cls.__module__ != name:
                 continue
-            for f in dataclasses.fields(cls):
-                default = f.default
-                if default is dataclasses.MISSING:
-                    continue
+            if dataclasses.is_dataclass(cls):
+                defaults = [(f.name, f.default) for f in dataclasses.fields(cls)
+                            if f.default is not dataclasses.MISSING]
+            elif records.is_record(cls):
+                defaults = [(f.name, f.default) for f in records.fields(cls)
+                            if f.default is not records.MISSING]
+            else:
+                continue
+            for field_name, default in defaults:
                 if refused_on_311(default):
-                    found.append(f"{name}.{cls.__name__}.{f.name}: {type(default).__name__}")
+                    found.append(f"{name}.{cls.__name__}.{field_name}: {type(default).__name__}")
     return found
 
 

@@ -183,12 +183,11 @@ def test_a_source_never_captured_gets_the_capture_fix_only_when_it_could_not_jud
 
 
 def test_a_gate_newer_than_the_pinned_policy_is_skipped_and_runs_from_its_version():
-    import dataclasses
-
+    from agent import records
     from checks.policy import ResolvedPolicy, load_policy
 
     ran = []
-    check = dataclasses.replace(
+    check = records.replace(
         make("new-gate", lambda h, p: ran.append(p.path) or failed("no")), since_policy=2)
     (pinned,) = Engine([check]).run(None, ResolvedPolicy(load_policy(1), "dra"))
     assert (pinned.status, pinned.skip) == (Status.SKIP, "not-applicable")

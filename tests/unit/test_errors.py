@@ -44,6 +44,9 @@ NOT_USER_FACING = {
     # The schema's signals of one value's problems, gathered into its ValidationError.
     "agent.safeio.coerce.Invalid",
     "agent.safeio.coerce.Errors",
+    # An assignment to a frozen record: a programming error (an AttributeError, as
+    # dataclasses' FrozenInstanceError is), never a user's input.
+    "agent.records.FrozenInstanceError",
 }
 
 

@@ -34,16 +34,17 @@ ARROWS: Dict[str, Tuple[str, ...]] = {
     "host": ("xid", "nvml", "safeio", "core"),
     "xid": ("nvml", "safeio", "core"),
     "nvml": ("safeio", "core"),
-    # Two modules of the core that are types only: the errors, and the seam's types
-    # (CommandResult is the answer of the command runner in safeio).
-    "safeio": ("agent.errors", "agent.hostview"),
+    # Three modules of the core that are types only: the errors, the seam's types
+    # (CommandResult is the answer of the command runner in safeio),
+    # and the record decorator every module's value classes use (agent/records.py).
+    "safeio": ("agent.errors", "agent.hostview", "agent.records"),
     "core": (),
 }
 
 # The core: the package itself and the modules every wing may build on.
 CORE = ("agent", "agent.model", "agent.engine", "agent.engine_replay", "agent.engine_result",
         "agent.report", "agent.errors", "agent.version", "agent.logs", "agent.snapshot",
-        "agent.hostview", "agent.driver_layout", "agent.ldcache", "agent.gpu_health")
+        "agent.hostview", "agent.driver_layout", "agent.ldcache", "agent.gpu_health", "agent.records")
 # The command line, the one composition root: agent.cli, agent.cli_*, the config and explain.
 CLI = ("agent.cli", "agent.config", "agent.config_sections", "agent.explain")
 CLI_PREFIX = "agent.cli_"
@@ -65,7 +66,7 @@ TOP_LEVEL = {
     "__init__.py", "py.typed",
     "model.py", "engine.py", "engine_replay.py", "engine_result.py", "report.py", "errors.py",
     "version.py", "logs.py", "snapshot.py", "hostview.py", "driver_layout.py",
-    "ldcache.py", "gpu_health.py",
+    "ldcache.py", "gpu_health.py", "records.py",
     "cli.py", "cli_run.py", "cli_kube.py", "cli_parser.py", "cli_common.py", "cli_commands.py",
     "cli_explain_tables.py", "config_sections.py",
     "config.py", "explain.py",
@@ -470,7 +471,7 @@ def test_a_forbidden_arrow_is_caught_with_file_line_and_arrow(tmp_path):
     assert ("agent/xid/monitor.py:4: agent.xid.monitor imports checks.registry: forbidden arrow "
             "xid -> checks (xid may import: nvml, safeio, core)") in problems
     assert ("agent/safeio/atomic.py:1: agent.safeio.atomic imports agent.model: forbidden arrow "
-            "safeio -> core (safeio may import: agent.errors, agent.hostview)") in problems
+            "safeio -> core (safeio may import: agent.errors, agent.hostview, agent.records)") in problems
     assert any(p.startswith("agent/outputs/nfd.py:2: agent.outputs.nfd imports agent.host.seam: "
                             "forbidden arrow outputs -> host") for p in problems), problems
     assert any(p.startswith("agent/host/seam.py:4: agent.host.seam imports agent.outputs.nfd: "

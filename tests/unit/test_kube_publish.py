@@ -116,7 +116,7 @@ def test_a_gpu_event_report_tries_once_inside_the_backoff(api):
     """An event-driven Report (an XID: agent/daemon/triggers.py) is not held for the rest of a
     jitter window of up to 600 s after a transient error: it tries once at once. A second
     event while still failing waits like a scheduled Report (no hot retry in an XID storm)."""
-    import dataclasses
+    from agent import records
 
     double, kc = api
     clock = Clock()
@@ -126,7 +126,7 @@ def test_a_gpu_event_report_tries_once_inside_the_backoff(api):
     clock.t += 1
     n = len(double.log)
     assert pub.publish(report({"gpu-xid": "XID 79"})).waiting and len(double.log) == n
-    event = dataclasses.replace(report({"gpu-xid": "XID 79"}), trigger="event")
+    event = records.replace(report({"gpu-xid": "XID 79"}), trigger="event")
     assert pub.publish(event).error is None and len(double.log) > n
     assert labels(double)[HEALTH] == "false" and condition(double)["status"] == "False"
     # a success ends the backoff: the next scheduled Report is not held by the old window

@@ -1,6 +1,9 @@
-"""What a one-shot `check` leaves unimported (agent/cli_common.py defer_importlib_metadata,
-checks/xid/policy.py package_text; pydantic, which the agent no longer uses), and that the
-stand-ins still answer as the modules they stand for. Each run is a fresh interpreter, as the command line is."""
+"""What a one-shot `check` leaves unimported, each module a cost the command does not need
+(bench/bench_footprint.py measures them; docs/decisions.md): importlib.metadata and
+importlib.resources (agent/version.py reads the metadata file itself; checks/xid/policy.py
+package_text), dataclasses and inspect (agent/records.py), shutil and tempfile (argparse's
+formatter and agent/safeio/atomic.py, deferred), ipaddress (a config's listen address only),
+pydantic (no longer used). Each run is a fresh interpreter, as the command line is."""
 import json
 import subprocess
 import sys
@@ -13,6 +16,9 @@ from checks.xid.policy import package_text
 
 REPO = Path(__file__).resolve().parents[2]
 
+UNNEEDED = ("importlib.metadata", "importlib.resources", "zipfile", "email", "dataclasses",
+            "inspect", "shutil", "tempfile", "ipaddress", "pydantic", "pydantic_core")
+
 PROBE = """
 import contextlib, io, json, sys
 import agent.cli, agent.config, checks.registry
@@ -21,43 +27,29 @@ with contextlib.redirect_stdout(io.StringIO()) as out:
     code = main(["check", "--bundle", "tests/fixtures/bundles/full-healthy-dra"])
 from checks.policy import default_policy_data
 default_policy_data(2)
-left = sorted(m for m in ("importlib.resources", "zipfile", "email") if m in sys.modules)
-if getattr(sys.modules.get("importlib.metadata"), "__file__", None):  # the real one
-    left.append("importlib.metadata")
-pydantic = sorted(m for m in sys.modules if m.split(".")[0] in ("pydantic", "pydantic_core"))
-from importlib import metadata
-deferred = metadata.version("PyYAML")
-from importlib.metadata import version
-print(json.dumps({"code": code, "verdict": out.getvalue().splitlines()[-1], "pydantic": pydantic,
-                  "left": left, "deferred": deferred, "after": version("PyYAML"),
-                  "real": sys.modules["importlib.metadata"].__name__,
-                  "real_file": getattr(sys.modules["importlib.metadata"], "__file__", None)}))
+loaded = sorted(m for m in sys.modules if m in UNNEEDED or m.split(".")[0] in UNNEEDED)
+print(json.dumps({"code": code, "verdict": out.getvalue().splitlines()[-1], "loaded": loaded}))
 """
 
 
-def test_check_path_imports_neither_importlib_metadata_nor_resources() -> None:
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True,
-                         text=True, check=True, timeout=120)
-    got = json.loads(out.stdout)
+def probe(unneeded=UNNEEDED) -> dict:
+    out = subprocess.run([sys.executable, "-c", f"UNNEEDED = {unneeded!r}\n" + PROBE], cwd=REPO,
+                         capture_output=True, text=True, check=True, timeout=120)
+    return json.loads(out.stdout)
+
+
+def test_a_one_shot_check_imports_none_of_what_it_does_not_need() -> None:
+    got = probe()
     assert (got["code"], got["verdict"]) == (0, "gate dra: OPEN")  # the fixture's verdict
-    assert got["left"] == []
-    # The config and policy records are agent/safeio/schema.py's: pydantic is never imported.
-    assert got["pydantic"] == []
-    # The stand-in's version() loaded the real module and answered from it.
-    import yaml
-
-    assert got["deferred"] == got["after"] == yaml.__version__
-    assert got["real_file"] and "importlib" in got["real_file"]
+    assert got["loaded"] == []
 
 
-def test_an_already_imported_importlib_metadata_is_left_alone() -> None:
-    import importlib.metadata
-
-    from agent.cli_common import defer_importlib_metadata
-
-    before = sys.modules["importlib.metadata"]
-    defer_importlib_metadata()
-    assert sys.modules["importlib.metadata"] is before is importlib.metadata
+def test_the_probe_sees_a_module_the_check_does_import() -> None:
+    # The same probe, asked about modules a check needs (YAML, the containerd TOML parser):
+    # an empty list above is then the probe's finding, not a probe that sees nothing.
+    got = probe(("yaml", "tomllib", "tomli"))
+    assert "yaml" in got["loaded"]
+    assert {"tomllib", "tomli"} & set(got["loaded"])
 
 
 def test_package_text_reads_the_checks_package_file() -> None:

@@ -26,7 +26,6 @@ written, and when"):
 
 import datetime
 import json
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 from agent.outputs.node.condition import (
@@ -35,6 +34,7 @@ from agent.outputs.node.condition import (
     gpus_in_use,
     unhealthy_gpus_value,
 )
+from agent.records import field, record
 
 
 def rfc3339(ts: float) -> str:
@@ -43,7 +43,7 @@ def rfc3339(ts: float) -> str:
     )
 
 
-@dataclass
+@record
 class Plan:
     """What the agent would write; empty patches mean nothing to do."""
 

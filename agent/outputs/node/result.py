@@ -2,10 +2,10 @@
 `publish.writes[]` of `check --apply`, docs/json-output.md) and the verdict shown by `check`
 (agent/outputs/node/publish.py fills it in)."""
 
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from agent.outputs.node import reconcile
+from agent.records import field, record
 from agent.report import NodeFacts
 
 WRITE_NODE = "node"  # labels, the owned annotations, spec.unschedulable (merge patch)
@@ -16,7 +16,7 @@ WHAT = {
     WRITE_STATUS: "node status (condition)",
 }
 
-@dataclass
+@record
 class WriteOutcome:
     """One write attempted (or held) and the server's answer: the JSON `publish.writes[]`."""
 
@@ -38,7 +38,7 @@ class WriteOutcome:
         }
 
 
-@dataclass
+@record
 class PublishResult:
     """What one publish attempt did to the Node: the plan, the writes and their outcomes."""
 
