@@ -12,7 +12,6 @@ real runc that adds the same mount when the process env asks for NVIDIA_VISIBLE_
 nvidia-container-runtime does, and hangs on `create` when told to). The image is built here
 (tests/integration/containerd/support.py image_tar) and imported with `ctr images import`.
 """
-import dataclasses
 import json
 import os
 import signal
@@ -25,6 +24,7 @@ import pytest
 
 from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.host.workload import WorkloadFacts, WorkloadSpec
+from agent.records import fields
 from checks.policy import ResolvedPolicy, load_policy
 from checks.workload.gpu_workload import GPU_WORKLOAD
 from tests.components import component
@@ -303,7 +303,7 @@ run_workload(WorkloadSpec(**json.loads(sys.argv[1])))
 def test_sigkill_mid_run_leaves_nothing_after_the_next_run(daemon, route):
     s = spec(daemon, "dra", route=route, command=["sleep", "30"], step_deadline_s=40.0)
     ns = "k8s.io" if route == "cri" else "gpu-node-agent"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(dataclasses.asdict(s))],
+    child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps({f.name: getattr(s, f.name) for f in fields(s)})],
                              cwd=REPO, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
