@@ -16,8 +16,9 @@ the gate. The rules (docs/decisions.md "Per-GPU health"):
   count, leaves the gate as evaluate_gate alone decides;
 - only the verdicts of checks whose GPUs the device plugin fences by itself stop closing the
   gate (FENCED: gpu-xid, whose fatal XIDs the plugin's XID health check also sees, and
-  gpu-count, whose lost or unlisted GPUs it does not advertise); another per-GPU verdict (a
-  row-remap failure, a temperature, a MIG mismatch) marks its GPU unhealthy (JSON, metric,
+  gpu-count, whose lost or unlisted GPUs it does not advertise), and of those not gpu-xid's
+  repeating application XIDs (UNFENCED); another per-GPU verdict (a row-remap failure, a
+  temperature, a MIG mismatch, a fabric registration) marks its GPU unhealthy (JSON, metric,
   annotation) but still closes the gate, because nothing keeps pods off that GPU;
 - on DRA paths nothing is tolerated (advisory: only ResourceSlice device taints, behind the
   DRADeviceTaints feature gate, off by default in Kubernetes 1.34, keep DRA from allocating
@@ -38,6 +39,10 @@ AT_FAULT = "gpus_at_fault"
 # Nothing fences a GPU for ECC counters, row remaps, temperature, clocks, PCIe or NVLink
 # width, MIG mode or SKU: pods would keep landing on it.
 FENCED = frozenset({"gpu-xid", "gpu-count"})
+# Failure codes of a FENCED check that the plugin does not fence: gpu-xid's repeating
+# application-level (restart-app) XIDs, 13, 31, 43, 45, 68 among them, are the ones health.go
+# skips, so a GPU they name is unhealthy but its verdict keeps closing the gate.
+UNFENCED = frozenset({"xid-repeating-fail"})
 
 
 @record(frozen=True)
@@ -201,7 +206,7 @@ def evaluate(
         if (not refs or not closes(r, path, strict) or r.status_on(path) != r.status
                 or r.status == Status.UNKNOWN):
             continue
-        if r.id in FENCED:
+        if r.id in FENCED and r.code not in UNFENCED:
             attributed.append(r.id)
         for ref in refs:
             gpus.mark(ref, r.id)

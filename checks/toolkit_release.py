@@ -36,7 +36,14 @@ def parse_version(text: Optional[str]) -> Optional[Version]:
         return None
     rest, pre = m.group(4), ""
     if rest.startswith("~"):  # deb-version(5) / rpm tilde: "1.18.0~rc.1-1"
-        pre = rest[1:].split("-", 1)[0] or "~"
+        # deb-version(5): the debian_revision is what follows the LAST hyphen; the
+        # upstream_version may hold hyphens when a revision is present ("1.18.0~rc.1-beta-1"
+        # is upstream 1.18.0~rc.1-beta, revision 1). dpkg compares the upstream part in
+        # alternating non-digit and digit runs, so a hyphen there separates identifiers as a
+        # dot does ("rc.1-beta" orders as rc, 1, beta: above rc.1, below rc.2).
+        # (Without a hyphen there is no revision and rsplit keeps the whole part.)
+        upstream = rest[1:].rsplit("-", 1)[0]
+        pre = upstream.replace("-", ".") or "~"
     elif rest.startswith("-"):
         tail = rest[1:]
         if tail[:1].isalpha():  # semver pre-release "1.18.0-rc.1"

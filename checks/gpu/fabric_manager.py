@@ -113,8 +113,11 @@ def _fabric_manager(host: HostView, policy: ResolvedPolicy, snap: GpuSnapshot) -
     f.per_gpu = dict(states)
     for gpu, state, status in fabric_gpus:
         if state not in fp.ok_states or status != "success":
+            # Filed after each_field's loop, so the GPU is named here (Findings.fail): the
+            # finding is this GPU's, and details["gpus_at_fault"] (agent/gpu_health.py) must
+            # carry it like every other per-GPU finding.
             f.fail(FABRIC_NOT_COMPLETED, f"{gpu_label(gpu)} fabric state "
-                   f"{text(state or 'unknown')}, status {text(status or 'unknown')}")
+                   f"{text(state or 'unknown')}, status {text(status or 'unknown')}", gpu=gpu)
     if pci_switches == 0:
         # GPUs on a fabric whose switches are not on this host's PCI bus (a GB200-class
         # compute tray): their registration is the verdict; no host fabric manager to ask.

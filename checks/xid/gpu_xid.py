@@ -7,7 +7,7 @@ buffer has rotated the line out, and its clears (operator `clear`, observed GPU 
 what stop an old line from failing the check again. Pure: it writes nothing.
 """
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Set, Tuple
 
 from agent.xid.events import GpuMap, XidEvent, events_from_lines
 from agent.xid.state import cleared
@@ -133,6 +133,7 @@ def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
             entry["count"] += 1
             entry["message"] = ev.message
         elif klass == "restart-app":
+            refs.setdefault(gpu_name(ev.gpu()), ev.gpu())
             soft.append(ev)
     add_state_faults(fatal, state, gpus, refs)
     details: Dict[str, Any] = {
@@ -144,10 +145,8 @@ def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
     }
     if fatal:
         text = fatal_summary(fatal)
-        named = [gpu_ref(refs.get(g)) for g in sorted({g for g, _ in fatal})]
-        if all(r is not None for r in named):
-            # every fatal XID names its GPU: agent/gpu_health.py counts those unhealthy
-            details["gpus_at_fault"] = named
+        # every fatal XID names its GPU: agent/gpu_health.py counts those unhealthy
+        _name_gpus(details, {g for g, _ in fatal}, refs)
         reboot = any(v["class"] == "reboot" for v in fatal.values())
         return failed(text, code=XID_NEEDS_REBOOT if reboot else XID_NEEDS_RESET, **details)
     if lines is None:
@@ -173,7 +172,12 @@ def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
         text = "; ".join(
             f"{g}: XID {c} x{n} in {th.window_s}s (threshold {th.count})" for g, c, n, th in over
         )[:300]
-        if any(th.status == "fail" for *_, th in over):
+        failing = {g for g, _, _, th in over if th.status == "fail"}
+        if failing:
+            # The fail is the GPUs' whose XIDs crossed a `status: fail` threshold (a GPU only
+            # over a warning threshold does not fail the check), so they, and only they, are
+            # at fault; agent/gpu_health.py keeps this verdict closing the gate (UNFENCED).
+            _name_gpus(details, failing, refs)
             return failed(text, code=XID_REPEATING_FAIL, **details)
         return warned(text, code=XID_REPEATING, **details)
     total = sum(counts.values())
@@ -184,6 +188,14 @@ def run(host: HostView, policy: ResolvedPolicy) -> Outcome:
             **details,
         )
     return passed("no XID since boot", **details)
+
+
+def _name_gpus(details: Dict[str, Any], names: Set[str], refs: Dict[str, Dict[str, Any]]) -> None:
+    """details["gpus_at_fault"]: the GPUs ``names`` (gpu_name's) stand for, in name order;
+    left out unless every one of them is a GPU the verdict can name (gpu_ref)."""
+    named = [gpu_ref(refs.get(g)) for g in sorted(names)]
+    if all(r is not None for r in named):
+        details["gpus_at_fault"] = named
 
 
 GPU_XID = Check(

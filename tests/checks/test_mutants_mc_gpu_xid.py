@@ -181,10 +181,11 @@ def test_an_operator_clear_covers_earlier_xids_of_its_gpu(tmp_path):
 
 
 # -- repeating application XIDs ---------------------------------------------------------------
-def over_outcome(n: int, status: Status = Status.WARN, code: str = "xid-repeating") -> Outcome:
+def over_outcome(n: int, status: Status = Status.WARN, code: str = "xid-repeating",
+                 **more: Any) -> Outcome:
     return Outcome(status, f"{G0}: XID 13 x{n} in 3600s (threshold 10)",
                    base(xid_counts={"0:13": n},
-                        over_threshold=[{"gpu": G0, "xid": 13, "count": n}]), code=code)
+                        over_threshold=[{"gpu": G0, "xid": 13, "count": n}], **more), code=code)
 
 
 def test_ten_in_the_window_warn_and_nine_pass(tmp_path):
@@ -227,8 +228,10 @@ def test_wall_clock_window_ends_at_the_newest_xid(tmp_path):
 def test_a_threshold_set_to_fail_fails(tmp_path):
     policy = {"codes": {13: {"threshold": {"count": 10, "window_s": 3600, "status": "fail"}}}}
     lines = [xid(1000 + i, 13) for i in range(12)]
+    # The fail is GPU 0's: it is named (gpus_at_fault: index, uuid, slot as GpuMap resolved
+    # the kernel's PCI:0000:1a:00).
     assert run(tmp_path, lines, xid_policy=policy) == over_outcome(
-        12, Status.FAIL, "xid-repeating-fail")
+        12, Status.FAIL, "xid-repeating-fail", gpus_at_fault=[REF0])
 
 
 def test_over_threshold_summary_lists_each_gpu_and_is_cut(tmp_path):
@@ -251,3 +254,49 @@ def test_an_observed_reset_in_a_wall_clock_log_clears_only_what_came_before(tmp_
     after = before + ["2026-11-30T10:10:00+00:00 host kernel: " + msg(48)]
     out = run(tmp_path, after)
     assert (out.status, out.code, out.details["cleared"]) == (Status.FAIL, "xid-needs-reset", 1)
+
+
+# -- which GPUs a repeating-XID fail names (details["gpus_at_fault"]) -------------------------
+# Only the GPUs over a `status: fail` threshold fail the check, so only they are at fault; a
+# GPU over a warning threshold is in the summary but not named (its own verdict would warn).
+FAIL_13 = {"codes": {13: {"threshold": {"count": 10, "window_s": 3600, "status": "fail"}}}}
+
+
+def test_a_repeating_fail_names_only_the_gpu_over_the_failing_threshold(tmp_path):
+    lines = [xid(1000 + i, 13) for i in range(10)] + [xid(2000 + i, 31, "2a") for i in range(10)]
+    out = run(tmp_path, lines, xid_policy=FAIL_13)
+    assert (out.status, out.code) == (Status.FAIL, "xid-repeating-fail")
+    assert out.summary == (f"{G0}: XID 13 x10 in 3600s (threshold 10); "
+                           f"{G1}: XID 31 x10 in 3600s (threshold 10)")
+    assert out.details["gpus_at_fault"] == [REF0]
+
+
+def test_a_repeating_fail_on_two_gpus_names_both_in_order(tmp_path):
+    lines = [xid(1000 + i, 13, "2a") for i in range(10)] + [xid(2000 + i, 13) for i in range(11)]
+    out = run(tmp_path, lines, xid_policy=FAIL_13)
+    assert (out.status, out.code) == (Status.FAIL, "xid-repeating-fail")
+    assert out.details["gpus_at_fault"] == [REF0, REF1]
+
+
+def test_a_repeating_fail_on_a_gpu_the_snapshot_lacks_names_its_slot(tmp_path):
+    # PCI:0000:5d:00 is no snapshot GPU: the kernel's slot is the name agent/gpu_health.py
+    # matches (or adds as a GPU NVML does not list).
+    lines = [xid(1000 + i, 13, "5d") for i in range(10)]
+    out = run(tmp_path, lines, xid_policy=FAIL_13)
+    assert (out.status, out.code) == (Status.FAIL, "xid-repeating-fail")
+    assert out.details["gpus_at_fault"] == [{"pci_bus_id": "0000:5d:00"}]
+
+
+def test_a_repeating_warning_names_no_gpu(tmp_path):
+    lines = [xid(1000 + i, 13) for i in range(10)]
+    out = run(tmp_path, lines)
+    assert (out.status, out.code) == (Status.WARN, "xid-repeating")
+    assert "gpus_at_fault" not in out.details
+
+
+def test_an_application_xid_below_its_threshold_leaves_a_fatal_verdict_its_own_gpus(tmp_path):
+    # GPU 1's XID 13s (under the threshold) do not join GPU 0's reset-class fault.
+    lines = [xid(1000, 48)] + [xid(1001 + i, 13, "2a") for i in range(3)]
+    out = run(tmp_path, lines, xid_policy=FAIL_13)
+    assert (out.status, out.code) == (Status.FAIL, "xid-needs-reset")
+    assert out.details["gpus_at_fault"] == [REF0]

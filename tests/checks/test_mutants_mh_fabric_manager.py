@@ -161,14 +161,13 @@ def test_a_tray_with_one_gpu_unreadable_is_unknown_naming_it():
 ])
 def test_a_missing_state_or_status_is_named_unknown_and_fails(fabric, words):
     got = run([gpu(0, fabric)], [GPU_FN])
-    # gpus_at_fault is not held here: the finding names GPU 0 in words, but the check files it
-    # after each_field's loop without the GPU, so the list is absent, while docs/decisions.md
-    # "Per-GPU health" leaves out only findings that name no GPU. Every other field is held.
-    details = {k: v for k, v in got.details.items() if k != "gpus_at_fault"}
-    assert replace(got, details=details) == Outcome(
+    # The finding names GPU 0, so gpus_at_fault does too (checks/gpu/common.py gpu_ref: the
+    # snapshot entry's index and pci_bus_id).
+    assert got == Outcome(
         Status.FAIL, f"GPU 0 ({BUS0}) {words}",
         {"nvswitches_on_pci": 0, "service": None, "per_gpu": {0: fabric}, "lost_gpus": [],
-         "unsupported_gpus": []}, code="fabric-not-completed")
+         "unsupported_gpus": [], "gpus_at_fault": [{"index": 0, "pci_bus_id": BUS0}]},
+        code="fabric-not-completed")
 
 
 def test_a_malformed_status_is_unknown_naming_the_field_and_the_next_gpu_is_judged():
@@ -226,3 +225,42 @@ def test_a_gpu_missing_the_field_without_an_error_keeps_the_host_unknown():
         Status.UNKNOWN, f"cannot read fabric state: GPU 0 ({BUS0}) fabric: function_not_found "
         f"(Function Not Found); GPU 1 ({BUS1}) fabric: missing",
         {"per_gpu": {}, "lost_gpus": [], "unsupported_gpus": []}, code="field-unreadable")
+
+
+# -- which GPUs a fabric-not-completed verdict names (details["gpus_at_fault"]) ---------------
+# agent/gpu_health.py counts a GPU unhealthy when a closing verdict names it there; Findings
+# (checks/gpu/common.py) names GPUs only when every finding of the reported status names one.
+IN_PROGRESS = {"state": "in_progress", "status": "success", "status_code": 0, "clique_id": 0}
+U0, U1 = "GPU-00000000-0000-4000-8000-000000000000", "GPU-00000000-0000-4000-8000-000000000001"
+
+
+def test_a_tray_names_only_the_gpu_that_has_not_joined():
+    got = run([gpu(0, uuid=U0), gpu(1, IN_PROGRESS, uuid=U1)], [GPU_FN])
+    assert (got.status, got.code) == (Status.FAIL, "fabric-not-completed")
+    assert got.summary == f"GPU 1 ({BUS1}) fabric state in_progress, status success"
+    assert got.details["gpus_at_fault"] == [{"index": 1, "uuid": U1, "pci_bus_id": BUS1}]
+
+
+def test_hgx_with_the_service_active_names_every_gpu_not_completed_in_order():
+    error = {"state": "completed", "status": "error", "status_code": 1, "clique_id": 0}
+    got = run([gpu(0, IN_PROGRESS), gpu(1, error)], [NVSWITCH])
+    assert (got.status, got.code) == (Status.FAIL, "fabric-not-completed")
+    assert got.summary == (f"GPU 0 ({BUS0}) fabric state in_progress, status success; "
+                           f"GPU 1 ({BUS1}) fabric state completed, status error")
+    assert got.details["gpus_at_fault"] == [{"index": 0, "pci_bus_id": BUS0},
+                                            {"index": 1, "pci_bus_id": BUS1}]
+
+
+def test_an_inactive_service_is_not_the_gpus_fault_so_none_is_named():
+    # The first failure (service-inactive) names no GPU: the verdict is not wholly the
+    # GPUs', so no GPU is marked unhealthy for it (docs/decisions.md "Per-GPU health").
+    got = run([gpu(0), gpu(1, IN_PROGRESS)], [NVSWITCH],
+              Systemctl(CommandResult(ARGV, 3, "inactive\n")))
+    assert (got.status, got.code) == (Status.FAIL, "service-inactive")
+    assert f"GPU 1 ({BUS1}) fabric state in_progress" in got.summary
+    assert "gpus_at_fault" not in got.details
+
+
+def test_every_gpu_completed_names_none():
+    got = run([gpu(0, uuid=U0), gpu(1, uuid=U1)], [GPU_FN])
+    assert got.status == Status.PASS and "gpus_at_fault" not in got.details

@@ -369,3 +369,53 @@ def test_the_text_output_names_the_unhealthy_gpu_before_the_gate_line():
     assert lines[-2] == f"gpus: 7 of 8 healthy; unhealthy: GPU {SLOT_DB}: gpu-count"
     healthy = build_report([], "device-plugin", False, "h", 0.0, "t", gpus=_snap(8))
     assert not any(ln.startswith("gpus:") for ln in render_text(healthy).splitlines())
+
+
+# -- gpu-xid's repeating application XIDs: named, but not fenced by the device plugin ------
+# k8s-device-plugin internal/rm/health.go skips the application XIDs (13, 31, 43, 45, 68,
+# 109) its health check sees, the restart-app class gpu-xid counts against thresholds: a GPU
+# that xid-repeating-fail names is unhealthy, and the verdict keeps closing the gate whatever
+# min_healthy_gpus says (it closed it before the GPU was named, too).
+REPEATING = str(BUNDLES / "xid-13-repeating")  # XID 13 x12 on GPU 1 (PCI:0000:2a:00)
+GPU1 = "GPU-00000000-0000-4000-8000-000000000001"
+
+
+def _repeating_report(minimum=None, path="device-plugin"):
+    xid = {"codes": {13: {"threshold": {"count": 10, "window_s": 3600, "status": "fail"}}}}
+    health = {"health": {"min_healthy_gpus": minimum}} if minimum is not None else {}
+    cfg = Config.model_validate({"policy": dict({"xid": xid}, **health)})
+    policy = resolve_policy(cfg, None, path)
+    with open_host(bundle=REPEATING) as host:
+        results = Engine(CHECKS).run(host, policy)
+        return build_report(results, path, False, "h", 0.0, "t", gpus=host.gpus_if_fetched(),
+                            min_healthy_gpus=min_healthy_of(policy))
+
+
+@pytest.mark.parametrize("minimum", [None, 7, 1])
+def test_a_repeating_xid_fail_names_its_gpu_and_still_closes_the_gate(minimum):
+    rep = _repeating_report(minimum)
+    xid = rep.result("gpu-xid")
+    assert (xid.status, xid.code) == (Status.FAIL, "xid-repeating-fail")
+    assert [r["uuid"] for r in xid.details["gpus_at_fault"]] == [GPU1]
+    assert [g.uuid for g in rep.health.unhealthy] == [GPU1]
+    assert rep.health.attributed == ()
+    assert not rep.gate.open and rep.gate.blocking == ("gpu-xid",)
+    doc = report_dict(rep)
+    assert [d["index"] for d in doc["gpus"]["devices"] if not d["healthy"]] == [1]
+    assert doc["gate"]["open"] is False
+
+
+def test_a_fatal_xid_stays_fenced_beside_the_unfenced_code():
+    # The same check with a reset-class code: the plugin fences it, so 7 of 8 keeps the gate
+    # open (the code, not the check id, decides).
+    fatal = [CheckResult(id="gpu-xid", title="gpu-xid", severity=Severity.CRITICAL,
+                         status=Status.FAIL, summary="-", remediation="-", gates=ALL_PATHS,
+                         details={"gpus_at_fault": [{"index": 2}]}, duration_s=0.0, code=code)
+             for code in ("xid-needs-reset", "xid-repeating-fail")]
+    open_ = build_report(fatal[:1], "device-plugin", False, "h", 0.0, "t", gpus=_snap(8),
+                         min_healthy_gpus=7)
+    assert open_.gate.open and open_.health.attributed == ("gpu-xid",)
+    closed = build_report(fatal[1:], "device-plugin", False, "h", 0.0, "t", gpus=_snap(8),
+                          min_healthy_gpus=7)
+    assert not closed.gate.open and closed.gate.blocking == ("gpu-xid",)
+    assert closed.health.attributed == () and [g.index for g in closed.health.unhealthy] == [2]

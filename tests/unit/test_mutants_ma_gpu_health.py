@@ -113,3 +113,13 @@ def test_a_result_closes_by_its_verdict_on_the_path():
     passing = PathOutcome(Status.PASS, "-", "-")
     r = _result([{"index": 1}], by_path={PATH: passing})
     assert (closes(r, PATH, False), closes(r, "dra", False)) == (False, True)
+
+
+def test_two_gpus_on_one_bus_number_in_different_domains_are_told_apart():
+    # A PCI address is domain:bus:device.function (the kernel's pci_name(), lspci -D): the same
+    # bus number under domains 0000 and 0001 is two slots, so the domain is part of the key.
+    snap = {"gpus": [{"index": 0, "uuid": "GPU-a", "pci_bus_id": "00000000:2B:00.0"},
+                     {"index": 1, "uuid": "GPU-b", "pci_bus_id": "00000001:2B:00.0"}]}
+    assert _unhealthy(snap, _result([{"pci_bus_id": "0001:2b:00.0"}])) == ([GPU1], 2)
+    assert _unhealthy(snap, _result([{"pci_bus_id": "PCI:0000:2B:00"}])) == (
+        [(0, "GPU-a", "00000000:2B:00.0", True, ("gpu-ecc",))], 2)

@@ -71,3 +71,44 @@ def test_order(lower, higher):
 def test_version_text(text, shown):
     v = parse_version(text)
     assert v is not None and version_text(v) == shown
+
+
+# deb-version(5): "[epoch:]upstream_version[-debian_revision]"; the debian_revision is the part
+# after the LAST hyphen, and the upstream_version may contain hyphens only when a revision is
+# present. dpkg compares the upstream part as alternating non-digit and digit runs, so within
+# "rc.1-beta" the hyphen separates runs as the dot does: rc, 1, beta.
+RC1_BETA = ((1, 0, "rc"), (0, 1, ""), (1, 0, "beta"))
+
+
+@pytest.mark.parametrize("text, version", [
+    # upstream 1.18.0~rc.1-beta, revision 1 (the first hyphen is the upstream's own)
+    ("1.18.0~rc.1-beta-1", (1, 18, 0, 0, RC1_BETA)),
+    # upstream 1.18.0~rc.1-beta-2, revision 10: only the last hyphen starts the revision
+    ("1.18.0~rc.1-beta-2-10", (1, 18, 0, 0, RC1_BETA + ((0, 2, ""),))),
+    # no hyphen: no revision, the whole tilde part is the pre-release
+    ("1.18.0~rc.1", (1, 18, 0, 0, RC1)),
+    # one hyphen: it is the revision's, as before
+    ("1.18.0~rc.1-1", (1, 18, 0, 0, RC1)),
+    # a plain release with its revision
+    ("1.17.8-1", (1, 17, 8, 1, ())),
+])
+def test_the_debian_revision_is_after_the_last_hyphen(text, version):
+    assert parse_version(text) == version
+
+
+@pytest.mark.parametrize("lower, higher", [
+    # dpkg --compare-versions order: rc.1 < rc.1-beta (a "-" run sorts after the end of the
+    # string) < rc.2 (digit run 1 < 2) < the release (a "~" sorts before the end).
+    ("1.18.0~rc.1-1", "1.18.0~rc.1-beta-1"),
+    ("1.18.0~rc.1-beta-1", "1.18.0~rc.2-1"),
+    ("1.18.0~rc.1-beta-1", "1.18.0-1"),
+    ("1.17.8-1", "1.18.0~rc.1-beta-1"),
+])
+def test_a_hyphen_in_the_upstream_part_orders_as_dpkg_does(lower, higher):
+    a, b = parse_version(lower), parse_version(higher)
+    assert a is not None and b is not None and a < b
+
+
+def test_a_hyphenated_candidate_is_shown_with_its_whole_upstream_part():
+    v = parse_version("1.18.0~rc.1-beta-1")
+    assert v is not None and version_text(v) == "1.18.0-rc.1.beta"
