@@ -6,10 +6,6 @@ from agent.config import Config
 from agent.host.bundle import RecordedCommands, load_bundle
 from agent.host.seam import Host
 from checks.policy import ResolvedPolicy, load_policy
-
-# Replays commands by argv, answering any other argv "not recorded"; one class for every
-# check test that replays commands, re-exported here for the containerd tests.
-from tests.checks.test_mutants_time_sync import Answers as Answers
 from tests.conftest import REPO, bundle, run_cli
 
 UPSTREAM = REPO / "tests" / "fixtures" / "containerd" / "upstream"
