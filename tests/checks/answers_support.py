@@ -18,3 +18,18 @@ class Answers:
         self.calls.append((tuple(argv), timeout))
         found = self.answers.get(tuple(argv))
         return found or CommandResult(tuple(argv), -1, "", "not recorded", not_recorded=True)
+
+
+class OneAnswer:
+    """One canned answer for every argv; without one, every argv is answered "not recorded" as
+    above. Every call is kept in `calls` as (argv, timeout)."""
+
+    def __init__(self, result: Optional[CommandResult] = None) -> None:
+        self.result = result
+        self.calls: List[Tuple[Tuple[str, ...], Any]] = []
+
+    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
+        self.calls.append((tuple(argv), timeout))
+        if self.result is None:
+            return CommandResult(tuple(argv), -1, "", "not recorded", not_recorded=True)
+        return self.result
