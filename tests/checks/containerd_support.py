@@ -3,9 +3,10 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from agent.config import Config
-from agent.host.bundle import RecordedCommands, load_bundle
+from agent.host.bundle import RecordedCommands
 from agent.host.seam import Host
 from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.bundle_support import run_on_bundle
 from tests.conftest import REPO, bundle, run_cli
 
 UPSTREAM = REPO / "tests" / "fixtures" / "containerd" / "upstream"
@@ -43,11 +44,7 @@ def tree(tmp: Path, files: Dict[str, str], version: Optional[str] = None, execs=
 
 
 def on_bundle(name: str, check, path: str = "dra", **settings):
-    loaded = load_bundle(bundle(name))
-    try:
-        return check.run(loaded.host, policy(path, **settings))
-    finally:
-        loaded.close()
+    return run_on_bundle(check, name, policy(path, **settings))
 
 
 def cli_results(name: str, path: str = "dra"):
