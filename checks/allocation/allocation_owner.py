@@ -13,6 +13,7 @@ from agent.safeio import jsonio
 from checks.allocation.cluster import (
     EXCLUSIVE_PATHS,
     MPS_SOURCE,
+    as_dict,
     mps_conflict,
 )
 from checks.allocation.policy import SharingPolicy
@@ -63,21 +64,17 @@ def _load_json(host: HostView, path: str) -> Tuple[Optional[Any], Optional[str]]
         return None, f"{path}: {exc}"
 
 
-def _d(value: Any) -> Dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def dra_claims(data: Any, boot_id: Optional[str]) -> Dict[str, Any]:
     """Prepared claims in the DRA plugin's checkpoint. The plugin's checkpoint has a v1
     layout (claims without a state count as completed, per its ToV2 conversion) and a v2
     layout with a checkpointState per claim; claims count only under the current boot."""
-    root = _d(data)
+    root = as_dict(data)
     cp_boot = root.get("nodeBootID")
     claims: Dict[str, Any] = {}
-    for section in (root, _d(root.get("v1")), _d(root.get("v2"))):
+    for section in (root, as_dict(root.get("v1")), as_dict(root.get("v2"))):
         cp_boot = cp_boot or section.get("nodeBootID")
-        for uid, claim in _d(section.get("preparedClaims")).items():
-            state = _d(claim).get("checkpointState") or PREPARE_COMPLETED
+        for uid, claim in as_dict(section.get("preparedClaims")).items():
+            state = as_dict(claim).get("checkpointState") or PREPARE_COMPLETED
             claims[str(uid)] = state
     completed = sorted(uid for uid, state in claims.items() if state == PREPARE_COMPLETED)
     matches = None if not (cp_boot and boot_id) else cp_boot == boot_id
@@ -93,10 +90,10 @@ def dra_claims(data: Any, boot_id: Optional[str]) -> Dict[str, Any]:
 def dp_pods(data: Any) -> Dict[str, Any]:
     """Pods holding nvidia.com/* devices in kubelet's device-manager checkpoint
     (pkg/kubelet/cm/devicemanager/checkpoint: Data.PodDeviceEntries)."""
-    entries = _d(_d(data).get("Data")).get("PodDeviceEntries")
+    entries = as_dict(as_dict(data).get("Data")).get("PodDeviceEntries")
     pods, resources = set(), set()
     for entry in entries if isinstance(entries, list) else []:
-        name = _d(entry).get("ResourceName")
+        name = as_dict(entry).get("ResourceName")
         if isinstance(name, str) and name.startswith("nvidia.com/") and entry.get("PodUID"):
             pods.add(str(entry["PodUID"]))
             resources.add(name)

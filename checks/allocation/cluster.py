@@ -14,6 +14,13 @@ EXCLUSIVE_PATHS = ("device-plugin",)
 MPS_SOURCE = 'NVIDIA k8s-device-plugin README, "With CUDA MPS" (nvidia.com/mps.capable)'
 
 
+def as_dict(value: Any) -> Dict[str, Any]:
+    """`value` when it is a JSON object, else {}: bundle and API documents are hostile input, so
+    a field that should hold an object may hold any JSON (or be missing) and then reads as empty.
+    The one copy for checks/allocation (allocation_owner, gpu_capacity, slices)."""
+    return value if isinstance(value, dict) else {}
+
+
 def node_labels(node: Any) -> Optional[Dict[str, str]]:
     """The Node's labels; None when the Node is not available (API unreachable/not captured)."""
     if not isinstance(node, dict) or "error" in node:

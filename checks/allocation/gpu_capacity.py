@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from agent.model import DRA_PATHS
 from agent.xid.state import cleared
-from checks.allocation.cluster import node_unavailable_reason
+from checks.allocation.cluster import as_dict, node_unavailable_reason
 from checks.allocation.sharing import (
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,
@@ -59,10 +59,6 @@ SLICE_SOURCE = ("NVIDIA k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/deviceinfo.go 
                 "uuid, parentUUID); Kubernetes API resource.k8s.io/v1 ResourceSlice")
 
 
-def _d(value: Any) -> Dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def host_gpus(host: HostView, snap: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """Per snapshot GPU: index, uuid, MIG device UUIDs (None when not listed), healthy and why
     not."""
@@ -72,7 +68,7 @@ def host_gpus(host: HostView, snap: Mapping[str, Any]) -> List[Dict[str, Any]]:
              "clears": [c for c in state["clears"] if isinstance(c, dict)]}
     faulty: Dict[str, str] = {}
     for fault in state["faults"]:
-        gpu = _d(fault.get("gpu"))
+        gpu = as_dict(fault.get("gpu"))
         try:
             if cleared(state, gpu, str(fault.get("class", "reset-gpu")),
                        fault.get("last_mono_us"), fault.get("last_at")):
@@ -85,8 +81,8 @@ def host_gpus(host: HostView, snap: Mapping[str, Any]) -> List[Dict[str, Any]]:
                 faulty.setdefault(str(key), why)
     out = []
     for gpu in snap.get("gpus") or []:
-        gpu = _d(gpu)
-        mig = _d(gpu.get("mig"))
+        gpu = as_dict(gpu)
+        mig = as_dict(gpu.get("mig"))
         devices = mig.get("devices") if mig.get("current") == "enabled" else []
         reason: Optional[str] = (
             "lost: NVML does not answer for it" if gpu.get("error") else
@@ -94,7 +90,7 @@ def host_gpus(host: HostView, snap: Mapping[str, Any]) -> List[Dict[str, Any]]:
         out.append({
             "index": gpu.get("index"), "uuid": gpu.get("uuid"),
             "mig_enabled": mig.get("current") == "enabled",
-            "mig_uuids": ([str(_d(d).get("uuid")) for d in devices]
+            "mig_uuids": ([str(as_dict(d).get("uuid")) for d in devices]
                           if isinstance(devices, list) else None),
             "healthy": reason is None, "unhealthy_because": reason,
         })

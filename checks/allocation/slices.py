@@ -7,13 +7,10 @@ checks/allocation/gpu_capacity.py (host_gpus).
 """
 from typing import Any, Dict, List, Mapping, Set, Tuple
 
+from checks.allocation.cluster import as_dict
 from checks.base import HostView, Outcome, failed, input_missing, passed, unknown
 
 DRA_DRIVER = "gpu.nvidia.com"
-
-
-def _d(value: Any) -> Dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _current_slices(fact: Mapping[str, Any]) -> List[Dict[str, Any]]:
@@ -23,10 +20,10 @@ def _current_slices(fact: Mapping[str, Any]) -> List[Dict[str, Any]]:
     items = fact.get("items")
     mine: List[Tuple[str, int, Dict[str, Any]]] = []
     for s in items if isinstance(items, list) else []:
-        spec = _d(_d(s).get("spec"))
+        spec = as_dict(as_dict(s).get("spec"))
         if spec.get("driver") != DRA_DRIVER or spec.get("nodeName") not in (None, node):
             continue
-        pool = _d(spec.get("pool"))
+        pool = as_dict(spec.get("pool"))
         gen = pool.get("generation")
         mine.append((str(pool.get("name")), gen if isinstance(gen, int) else 0, spec))
     newest: Dict[str, int] = {}
@@ -36,7 +33,7 @@ def _current_slices(fact: Mapping[str, Any]) -> List[Dict[str, Any]]:
 
 
 def _attr(device: Mapping[str, Any], name: str) -> Any:  # DeviceAttribute {"string": ...}
-    return _d(_d(device.get("attributes")).get(name)).get("string")
+    return as_dict(as_dict(device.get("attributes")).get(name)).get("string")
 
 
 # A Node's slices are API data a bundle carries as it was given: 100,000 device UUIDs made a
@@ -70,7 +67,7 @@ def dra_capacity(host: HostView, gpus: List[Dict[str, Any]]) -> Outcome:
     for spec in slices:
         devices = spec.get("devices")
         for dev in devices if isinstance(devices, list) else []:
-            uuid, parent = _attr(_d(dev), "uuid"), _attr(_d(dev), "parentUUID")
+            uuid, parent = _attr(as_dict(dev), "uuid"), _attr(as_dict(dev), "parentUUID")
             if isinstance(uuid, str):
                 published.add(uuid)
             if isinstance(parent, str):

@@ -3,13 +3,10 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from agent.config import Config
-from agent.host.bundle import RecordedCommands, load_bundle
+from agent.host.bundle import RecordedCommands
 from agent.host.seam import Host
 from checks.policy import ResolvedPolicy, load_policy
-
-# Replays commands by argv, answering any other argv "not recorded"; one class for every
-# check test that replays commands, re-exported here for the containerd tests.
-from tests.checks.test_mutants_time_sync import Answers as Answers
+from tests.checks.bundle_support import run_on_bundle
 from tests.conftest import REPO, bundle, run_cli
 
 UPSTREAM = REPO / "tests" / "fixtures" / "containerd" / "upstream"
@@ -47,11 +44,7 @@ def tree(tmp: Path, files: Dict[str, str], version: Optional[str] = None, execs=
 
 
 def on_bundle(name: str, check, path: str = "dra", **settings):
-    loaded = load_bundle(bundle(name))
-    try:
-        return check.run(loaded.host, policy(path, **settings))
-    finally:
-        loaded.close()
+    return run_on_bundle(check, name, policy(path, **settings))
 
 
 def cli_results(name: str, path: str = "dra"):

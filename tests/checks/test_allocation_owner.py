@@ -6,11 +6,11 @@ import json
 import pytest
 
 from agent.config import Config
-from agent.host.bundle import load_bundle
 from agent.host.seam import Host, StaticFacts
 from checks.allocation.allocation_owner import ALLOCATION_OWNER, dp_pods, dra_claims
 from checks.allocation.cluster import mps_conflict, node_unavailable_reason
 from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.bundle_support import run_on_bundle
 from tests.conftest import bundle
 
 
@@ -18,11 +18,7 @@ def run(name, path="dra", host=None):
     pol = ResolvedPolicy(load_policy(1), path, settings=Config().model_dump())
     if host is not None:
         return ALLOCATION_OWNER.run(host, pol)
-    loaded = load_bundle(bundle(name))
-    try:
-        return ALLOCATION_OWNER.run(loaded.host, pol)
-    finally:
-        loaded.close()
+    return run_on_bundle(ALLOCATION_OWNER, name, pol)
 
 
 @pytest.mark.parametrize("path", ["device-plugin", "dra", "operator-clusterpolicy", "operator-gpucluster"])

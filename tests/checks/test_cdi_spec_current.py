@@ -8,6 +8,7 @@ from agent.host.bundle import load_bundle
 from agent.host.seam import Host, StaticFacts
 from checks.containerd.cdi_spec_current import CDI_SPEC_CURRENT
 from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.bundle_support import run_on_bundle
 from tests.conftest import bundle, run_cli
 
 
@@ -16,11 +17,7 @@ def policy(path="dra", **settings):
 
 
 def on_bundle(name, **settings):
-    loaded = load_bundle(bundle(name))
-    try:
-        return CDI_SPEC_CURRENT.run(loaded.host, policy(**settings))
-    finally:
-        loaded.close()
+    return run_on_bundle(CDI_SPEC_CURRENT, name, policy(**settings))
 
 
 def spec_text(name):

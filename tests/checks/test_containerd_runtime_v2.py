@@ -5,7 +5,6 @@ migration of a version-2 table. Expected values are written by hand from the sou
 modules cite (KEP-4033; kubelet's cgroupDriver default cgroupfs; containerd's
 plugins/cri/runtime and images plugin.go migrations; k8s-snap's arguments file format)."""
 from agent.config import Config
-from agent.host.bundle import load_bundle
 from checks.containerd.cgroup_driver import CONTAINERD_CGROUP_DRIVER, kubelet_driver
 from checks.containerd.containerd_cdi import CONTAINERD_CDI
 from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
@@ -14,17 +13,13 @@ from checks.containerd.migrate import CRI_V3_IMAGES, CRI_V3_RUNTIME, migrate_to_
 from checks.containerd.snap import snap_config
 from checks.policy import ResolvedPolicy, load_policy
 from checks.runtimeclass_handler import RUNTIMECLASS_HANDLER
+from tests.checks.bundle_support import run_on_bundle
 from tests.checks.containerd_support import V2X, V16, tree
-from tests.conftest import bundle
 
 
 def run(check, name, version=2, path="device-plugin", **settings):
-    loaded = load_bundle(bundle(name))
-    try:
-        pol = ResolvedPolicy(load_policy(version), path, settings=Config(**settings).model_dump())
-        return check.run(loaded.host, pol)
-    finally:
-        loaded.close()
+    pol = ResolvedPolicy(load_policy(version), path, settings=Config(**settings).model_dump())
+    return run_on_bundle(check, name, pol)
 
 
 # --- containerd-cgroup-driver -------------------------------------------------------------

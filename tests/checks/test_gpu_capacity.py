@@ -16,6 +16,7 @@ from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.model import SKIP_INPUT_MISSING, SKIP_NOT_APPLICABLE
 from checks.allocation.gpu_capacity import GPU_CAPACITY
 from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.bundle_support import run_on_bundle
 from tests.conftest import bundle
 
 UUID = "GPU-01000100-0000-0000-0000-00000000000{}"
@@ -24,11 +25,7 @@ UUID = "GPU-01000100-0000-0000-0000-00000000000{}"
 def run(name, path="device-plugin", config=None, version=2):
     cfg = config or Config()
     pol = ResolvedPolicy(load_policy(version), path, settings=cfg.model_dump())
-    loaded = load_bundle(bundle(name))
-    try:
-        return GPU_CAPACITY.run(loaded.host, pol)
-    finally:
-        loaded.close()
+    return run_on_bundle(GPU_CAPACITY, name, pol)
 
 
 @pytest.mark.parametrize("path", ["device-plugin", "operator-clusterpolicy"])

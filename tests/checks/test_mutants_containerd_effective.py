@@ -10,7 +10,7 @@ version 1 under plugins.cri; `containerd --config PATH config dump` prints the e
 config and exits 1 on a config it rejects; nodeadm's config template (aws/eks-hybrid).
 """
 from types import SimpleNamespace
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Tuple
 
 import pytest
 
@@ -30,21 +30,13 @@ from checks.containerd.effective import (
     resolve,
 )
 from checks.containerd.installed import Installed
+from tests.checks.answers_support import Answers
 
 ROOT = "/etc/containerd/config.toml"
 V2 = "io.containerd.grpc.v1.cri"
 V3 = "io.containerd.cri.v1.runtime"
 DUMP = ("containerd", "--config", ROOT, "config", "dump")
 VERSION = ("containerd", "--version")
-
-
-class Answers:
-    def __init__(self, answers: Optional[Dict[Tuple[str, ...], CommandResult]] = None) -> None:
-        self.answers = answers or {}
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        found = self.answers.get(tuple(argv))
-        return found or CommandResult(tuple(argv), -1, "", "not recorded", not_recorded=True)
 
 
 def ok(argv, stdout: str = "", rc: int = 0, stderr: str = "") -> CommandResult:

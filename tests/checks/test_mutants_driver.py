@@ -9,7 +9,7 @@ NVIDIA driver README (/dev/nvidiactl and /dev/nvidiaN are char major 195), the
 0302 3D controller) and the branch minimums and lifecycle dates in checks/policy_v1.yaml.
 """
 import datetime
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -22,6 +22,7 @@ from checks.driver.driver_branch import DRIVER_BRANCH
 from checks.driver.driver_library_match import DRIVER_LIBRARY_MATCH, userspace_nvml_versions
 from checks.driver.driver_loaded import DRIVER_LOADED
 from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.answers_support import OneAnswer
 
 VERSION_FILE = "proc/driver/nvidia/version"
 TODAY = datetime.date(2026, 12, 1)
@@ -34,27 +35,13 @@ def nvrm(version: str, open_module: bool = False) -> str:
     return f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Tue Jun 23 08:38:17 UTC 2026\n"
 
 
-class Answers:
-    """A command source with one canned nvidia-smi answer; it records every call."""
-
-    def __init__(self, result: Optional[CommandResult] = None) -> None:
-        self.result = result
-        self.calls: List[Tuple[Tuple[str, ...], Any]] = []
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        self.calls.append((tuple(argv), timeout))
-        if self.result is None:
-            return CommandResult(tuple(argv), -1, "", "not recorded", not_recorded=True)
-        return self.result
-
-
 def make_host(tmp_path, version: Optional[str] = None, facts: Optional[Dict[str, Any]] = None,
-              commands: Optional[Answers] = None) -> Host:
+              commands: Optional[OneAnswer] = None) -> Host:
     if version is not None:
         path = tmp_path / VERSION_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(version)
-    return Host(tmp_path, commands=commands or Answers(), facts=StaticFacts(facts or {}))
+    return Host(tmp_path, commands=commands or OneAnswer(), facts=StaticFacts(facts or {}))
 
 
 def policy(path: str = "dra", today: datetime.date = TODAY, **driver: Any) -> ResolvedPolicy:
@@ -358,9 +345,9 @@ def lib_file(tmp_path, lib_dir: str, name: str) -> None:
     (d / name).write_text("")
 
 
-def smi(stdout: str = "", stderr: str = "", rc: int = 0) -> Answers:
+def smi(stdout: str = "", stderr: str = "", rc: int = 0) -> OneAnswer:
     argv = ("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
-    return Answers(CommandResult(argv, rc, stdout, stderr))
+    return OneAnswer(CommandResult(argv, rc, stdout, stderr))
 
 
 MISMATCH_REMEDIATION = (

@@ -11,13 +11,11 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from agent.config import Config
-from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.model import Outcome, Status
 from checks.gpu.driver_persistence import DRIVER_PERSISTENCE
 from checks.gpu.gpu_count import GPU_COUNT
 from checks.gpu.mig_mode import MIG_MODE
-from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.snapshot_support import on_snapshot
 
 COUNT_FIX = ("A GPU on PCI that NVML cannot use has usually fallen off the bus (XID 79) or "
              "failed to initialise: check `dmesg`, drain the node, reseat or replace the GPU "
@@ -47,9 +45,7 @@ def run(check, gpus, device_count: Optional[int] = None, pci_devices: Any = None
     if device_count is not None:
         snap["device_count"] = device_count
     facts = {"pci_devices": pci_devices} if pci_devices is not None else {}
-    host = Host("/nonexistent-root", gpus=StaticGpus(snap), facts=StaticFacts(facts))
-    pol = ResolvedPolicy(load_policy(1), "dra", settings=Config(**settings).model_dump())
-    return check.run(host, pol)
+    return on_snapshot(check, snap, facts, **settings)
 
 
 def count_details(nvml, usable, pci_n, expected=None, lost=(), **more):

@@ -9,11 +9,9 @@ object; device_count is NVML's count).
 """
 from typing import Any, Dict, List, Optional
 
-from agent.config import Config
-from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.model import Outcome, Status
 from checks.gpu.gpu_count import GPU_COUNT
-from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.snapshot_support import on_snapshot
 
 BUS = ["00000000:1A:00.0", "00000000:2B:00.0", "00000000:3C:00.0", "00000000:4D:00.0"]
 SLOT = ["0000:1a:00.0", "0000:2b:00.0", "0000:3c:00.0", "0000:4d:00.0"]
@@ -27,9 +25,7 @@ def run(gpus: List[Dict[str, Any]], slots: Optional[List[str]] = None,
         snap["device_count"] = device_count
     facts = {} if slots is None else {
         "pci_devices": [{"slot": s, "vendor": "10de", "class": "030200"} for s in slots]}
-    host = Host("/nonexistent-root", gpus=StaticGpus(snap), facts=StaticFacts(facts))
-    pol = ResolvedPolicy(load_policy(1), "dra", settings=Config(**settings).model_dump())
-    return GPU_COUNT.run(host, pol)
+    return on_snapshot(GPU_COUNT, snap, facts, **settings)
 
 
 def test_a_lost_gpu_without_a_pci_inventory_is_named_at_fault():

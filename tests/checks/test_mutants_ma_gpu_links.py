@@ -7,26 +7,20 @@ nvlink.links[] of {link, active}; pcie.width_current/width_max/gen_current/gen_m
 `gpu.pcie` section of checks/policy_v1.yaml (a width below the maximum fails unless
 width_below_max is warn; a lower generation at idle is power management).
 """
-import copy
 from typing import Any, Dict, List
 
 import pytest
 
-from agent.config import Config
-from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.model import Outcome, Status
 from checks.gpu.gpu_nvlink import GPU_NVLINK
 from checks.gpu.gpu_pcie_link import GPU_PCIE_LINK
-from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.snapshot_support import on_snapshot
 
 BUS = "00000000:18:00.0"
 
 
 def run(check, gpus: List[Dict[str, Any]], **gpu_policy: Any) -> Outcome:
-    host = Host("/nonexistent-root", gpus=StaticGpus({"gpus": copy.deepcopy(gpus)}),
-                facts=StaticFacts({}))
-    pol = load_policy(1, {"gpu": gpu_policy} if gpu_policy else None)
-    return check.run(host, ResolvedPolicy(pol, "dra", settings=Config().model_dump()))
+    return on_snapshot(check, {"gpus": gpus}, overrides={"gpu": gpu_policy} if gpu_policy else None)
 
 
 def links(*active: Any) -> Dict[str, Any]:

@@ -8,16 +8,13 @@ checks/gpu/sku_table.py (0x2330 "H100 SXM5 80GB", sxm, 81559 MiB as NVML reports
 Memory Usage / Total" of the gpud H100 capture); the snapshot layout of docs/gpu-snapshot.md
 (memory.total_bytes, nvlink.links, power_limit.enforced_mw, applications_clocks.*_mhz).
 """
-import copy
 from typing import Any, Dict, List, Optional
 
 import pytest
 
-from agent.config import Config
-from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.model import Outcome, Status
 from checks.gpu.gpu_sku import GPU_SKU
-from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.snapshot_support import on_snapshot
 
 H100 = 0x233010DE  # 10de:2330, H100 SXM5 80GB
 H200 = 0x233510DE  # 10de:2335, H200 SXM 141GB
@@ -40,10 +37,8 @@ def gpu(index: int, device: int = H100, bus: Optional[str] = None, **fields: Any
 
 
 def run(gpus: List[Dict[str, Any]], *products: Dict[str, Any]) -> Outcome:
-    host = Host("/nonexistent-root", gpus=StaticGpus({"gpus": copy.deepcopy(gpus)}),
-                facts=StaticFacts({}))
-    pol = load_policy(2, {"gpu": {"sku": {"products": list(products)}}})
-    return GPU_SKU.run(host, ResolvedPolicy(pol, "dra", settings=Config().model_dump()))
+    return on_snapshot(GPU_SKU, {"gpus": gpus}, version=2,
+                       overrides={"gpu": {"sku": {"products": list(products)}}})
 
 
 def test_a_gpu_of_a_product_the_table_does_not_know_is_named_unknown_among_the_pinned():

@@ -11,11 +11,9 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from agent.config import Config
-from agent.host.seam import Host, StaticGpus
 from agent.model import Status
 from checks.gpu.mig_geometry import MIG_GEOMETRY
-from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.snapshot_support import on_snapshot
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -36,10 +34,8 @@ def gpu(i: int, devices: Any = None, current: Any = "enabled", bus: bool = False
 
 
 def run(gpus: List[Dict[str, Any]], geometry: Dict[str, List[str]]):
-    host = Host("/nonexistent-root", gpus=StaticGpus({"gpus": gpus}))
     section: Any = {"mig_geometry": geometry}  # validated by Config, as a config file is
-    settings = Config(gpu=section).model_dump()
-    return MIG_GEOMETRY.run(host, ResolvedPolicy(load_policy(2), "dra", settings=settings))
+    return on_snapshot(MIG_GEOMETRY, {"gpus": gpus}, version=2, gpu=section)
 
 
 def test_a_stated_gpu_with_mig_disabled_fails_naming_what_is_stated():

@@ -11,7 +11,8 @@ from typing import Dict
 from agent.host.seam import Host
 from agent.hostview import CommandResult
 from checks.containerd.containerd_cdi import CONTAINERD_CDI
-from tests.checks.containerd_support import V2X, V17, Answers, policy, tree, write_files
+from tests.checks.answers_support import Answers
+from tests.checks.containerd_support import V2X, V17, policy, tree, write_files
 
 ROOT = "/etc/containerd/config.toml"
 CRI2 = 'plugins."io.containerd.grpc.v1.cri"'

@@ -16,7 +16,8 @@ from checks.containerd.cgroup_driver import (
     kubelet_config_paths,
     kubelet_driver,
 )
-from tests.checks.containerd_support import V2X, V17, Answers, policy, write_files
+from tests.checks.answers_support import Answers
+from tests.checks.containerd_support import V2X, V17, policy, write_files
 
 ROOT = "/etc/containerd/config.toml"
 KCFG = "/var/lib/kubelet/config.yaml"

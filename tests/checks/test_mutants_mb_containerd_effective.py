@@ -11,7 +11,8 @@ on containerd's built-in defaults: the verdict is unknown, naming where the agen
 from agent.host.seam import Host
 from agent.hostview import CommandResult
 from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
-from tests.checks.containerd_support import V17, Answers, policy, tree, write_files
+from tests.checks.answers_support import Answers
+from tests.checks.containerd_support import V17, policy, tree, write_files
 
 ARGS = "/var/snap/k8s/common/args/containerd"
 LOCK = "/var/snap/k8s/common/lock/containerd-config-dir"

@@ -7,7 +7,7 @@ By hand from the sources the module cites: `containerd --version` prints
 exits 1 on a config containerd rejects, and a shell reports a binary it cannot run as 126 and
 one it cannot find as 127.
 """
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Optional
 
 import pytest
 
@@ -20,20 +20,10 @@ from checks.containerd.installed import (
     dump_argv,
     installed_containerd,
 )
+from tests.checks.answers_support import Answers
 
 SNAP = "/snap/k8s/current/bin/containerd"
 CFG = "/etc/containerd/config.toml"
-
-
-class Answers:
-    def __init__(self, answers: Dict[Tuple[str, ...], CommandResult]) -> None:
-        self.answers = answers
-        self.asked = []
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        self.asked.append(tuple(argv))
-        return self.answers.get(tuple(argv)) or CommandResult(tuple(argv), -1, "", "not recorded",
-                                                               not_recorded=True)
 
 
 def host(tmp_path, answers=None, dpkg: Optional[str] = None) -> Host:
@@ -114,7 +104,7 @@ def test_when_containerd_cannot_be_asked_there_is_no_dump(tmp_path, answer):
 def test_no_binary_no_dump(tmp_path):
     answers = Answers({DUMP: res(DUMP, 0, "version = 2\n")})
     assert config_dump(Host(tmp_path, commands=answers), None, CFG) is None
-    assert answers.asked == []
+    assert answers.calls == []
 
 
 def test_a_refusal_is_authoritative(tmp_path):

@@ -12,7 +12,8 @@ from agent.host.seam import Host
 from agent.hostview import CommandResult
 from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.policy import ResolvedPolicy, load_policy
-from tests.checks.containerd_support import V17, Answers, tree, write_files
+from tests.checks.answers_support import Answers
+from tests.checks.containerd_support import V17, tree, write_files
 
 ROOT = "/etc/containerd/config.toml"
 DROPIN = "/etc/containerd/config.d/00-nodeadm.toml"

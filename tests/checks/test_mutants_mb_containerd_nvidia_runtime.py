@@ -13,7 +13,8 @@ from agent.hostview import CommandResult
 from checks.containerd.containerd_nvidia_runtime import CONTAINERD_NVIDIA_RUNTIME
 from checks.containerd.effective import nodeadm_fix
 from checks.policy import ResolvedPolicy, load_policy
-from tests.checks.containerd_support import V2X, V17, Answers, policy, tree, write_files
+from tests.checks.answers_support import Answers
+from tests.checks.containerd_support import V2X, V17, policy, tree, write_files
 
 ROOT = "/etc/containerd/config.toml"
 CRI = 'plugins."io.containerd.grpc.v1.cri"'

@@ -20,7 +20,7 @@ from agent.hostview import CommandResult
 from agent.model import Outcome, Status
 from checks.policy import ResolvedPolicy, load_policy
 from checks.toolkit_version import TOOLKIT_VERSION
-from tests.checks.test_mutants_time_sync import Answers
+from tests.checks.answers_support import Answers
 from tests.fixtures.families.toolkit import write_rpmdb
 
 CTK = ("nvidia-ctk", "--version")

@@ -19,7 +19,7 @@ import pytest
 from agent.config import Config
 from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.model import Status
-from checks.allocation.allocation_owner import ALLOCATION_OWNER, sharing_policy
+from checks.allocation.allocation_owner import ALLOCATION_OWNER, _config_files, sharing_policy
 from checks.allocation.cluster import node_labels, node_unavailable_reason
 from checks.allocation.sharing import (
     config_replicas,
@@ -141,6 +141,11 @@ def test_sharing_policy_defaults_when_the_policy_has_none():
         assert sharing_policy(policy).allowed == V1_ALLOWED
 
 
+def test_config_files_are_none_when_the_policy_has_no_settings():
+    # a policy object without setting() (as the stand-ins above): no plugin config file
+    assert _config_files(SimpleNamespace()) == []
+
+
 def test_owner_check_runs_without_settings(tmp_path):
     # A ResolvedPolicy without the config's settings: no plugin config file is read.
     host = make_host(tmp_path, {KUBELET_SOCK: "", DP_GPU: ""})
@@ -217,6 +222,7 @@ def test_allocatable_adds_the_shared_resource_to_the_gpus(tmp_path, allocatable,
 def test_node_labels_of_an_api_error_are_none_and_of_a_bad_shape_empty():
     assert node_labels({"error": "forbidden", "metadata": {"labels": {"a": "b"}}}) is None
     assert node_labels({"metadata": {"labels": ["a=b"]}}) == {}
+    assert node_labels({"metadata": ["labels"]}) == {}  # metadata not an object: no labels
     assert node_labels({"metadata": {"labels": {"a": 1}}}) == {"a": "1"}
 
 

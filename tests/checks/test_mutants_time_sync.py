@@ -10,7 +10,7 @@ hand from docs/time-sync.md and the tools' documented output (chronyc(1) `-c` CS
 "No association ID's returned", pgrep(1) exit status 1 when nothing matches).
 """
 from types import SimpleNamespace
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -22,6 +22,7 @@ from checks.policy import ResolvedPolicy, load_policy
 from checks.time.daemons import Settings, judge_chrony, judge_ntpd, judge_ptp, judge_timesyncd
 from checks.time.parsers import parse_adjtimex
 from checks.time.time_sync import TIME_SYNC, _chrony_argv, _with_kernel, settings_of
+from tests.checks.answers_support import Answers
 
 TRACKING = ("chronyc", "-c", "tracking")
 SOURCES = ("chronyc", "-c", "sources")
@@ -46,17 +47,6 @@ NTPQ_OUT = ("      remote           refid      st t when poll reach   delay   of
             "*10.20.0.5      120.68.64.68     2 u   30   64    1    0.513    0.300   0.248\n")
 SYNCED = {"state": 0, "status": 8192, "maxerror_us": 4500, "esterror_us": 0, "offset_ns": 0}
 DEFAULT = Settings(0.1, 1.0, None, 4)
-
-
-class Answers:
-    def __init__(self, answers: Dict[Tuple[str, ...], CommandResult]) -> None:
-        self.answers = answers
-        self.calls: List[Tuple[Tuple[str, ...], Any]] = []
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        self.calls.append((tuple(argv), timeout))
-        found = self.answers.get(tuple(argv))
-        return found or CommandResult(tuple(argv), -1, "", "not recorded", not_recorded=True)
 
 
 def ok(argv, stdout: str = "") -> CommandResult:

@@ -8,7 +8,7 @@ Container Toolkit CLI version 1.18.0"), dpkg's status file format (deb-control(5
 separated by a blank line, continuation lines start with a space) and the toolkit minimums in
 checks/policy_v1.yaml (dra and operator-gpucluster 1.18.0, the others: installed).
 """
-from typing import Any, List, Optional, Sequence
+from typing import Any, Optional
 
 import pytest
 
@@ -18,19 +18,10 @@ from agent.hostview import CommandResult
 from agent.model import Outcome, Status
 from checks.policy import ResolvedPolicy, load_policy
 from checks.toolkit_version import TOOLKIT_VERSION, dpkg_version
+from tests.checks.answers_support import OneAnswer
 
 ARGV = ("nvidia-ctk", "--version")
 CTK_OUT = "NVIDIA Container Toolkit CLI version 1.18.0\ncommit: 9a3ce7c\n"
-
-
-class Answers:
-    def __init__(self, result: Optional[CommandResult]) -> None:
-        self.result = result
-        self.calls: List[Any] = []
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        self.calls.append((tuple(argv), timeout))
-        return self.result or CommandResult(tuple(argv), -1, "", "x", not_recorded=True)
 
 
 def stanza(package: str, version: str, status: str = "install ok installed") -> str:
@@ -45,7 +36,7 @@ def run(tmp_path, result: Optional[CommandResult], dpkg: Optional[str] = None,
         (tmp_path / "var/lib/dpkg").mkdir(parents=True, exist_ok=True)
         (tmp_path / "var/lib/dpkg/status").write_text(dpkg)
     pol = load_policy(1, {"toolkit": toolkit} if toolkit else None)
-    host = Host(tmp_path, commands=Answers(result))
+    host = Host(tmp_path, commands=OneAnswer(result))
     return TOOLKIT_VERSION.run(host, ResolvedPolicy(pol, path, settings=Config().model_dump()))
 
 
@@ -78,7 +69,7 @@ def test_dpkg_version_ignores_continuation_lines():
 
 # -- toolkit-version ---------------------------------------------------------------------
 def test_version_from_nvidia_ctk_at_the_minimum_passes(tmp_path):
-    answers = Answers(answer())
+    answers = OneAnswer(answer())
     host = Host(tmp_path, commands=answers)
     out = TOOLKIT_VERSION.run(host, ResolvedPolicy(load_policy(1), "dra",
                                                    settings=Config().model_dump()))

@@ -10,12 +10,12 @@ Expected values are written by hand from the formats the modules cite:
 - the pci_devices host fact: a list of {"slot", "vendor", "class"} (agent/host/live.py), from
   the host, so untrusted: a wrong shape must never raise.
 """
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional
 
 import pytest
 
 from agent.config import Config
-from agent.host.seam import Host, StaticFacts, StaticGpus
+from agent.host.seam import Host
 from agent.hostview import CommandResult
 from agent.model import Outcome, Status
 from checks.containerd.installed import Installed, installed_containerd
@@ -24,22 +24,10 @@ from checks.driver.driver_library_match import DRIVER_LIBRARY_MATCH, userspace_n
 from checks.gpu.gpu_count import GPU_COUNT
 from checks.policy import ResolvedPolicy, load_policy
 from checks.toolkit_version import TOOLKIT_VERSION, dpkg_version
+from tests.checks.answers_support import OneAnswer
+from tests.checks.snapshot_support import on_snapshot
 
 DPKG = "/var/lib/dpkg/status"
-
-
-class Answers:
-    """One canned answer for every command (None: "not recorded"); records the calls."""
-
-    def __init__(self, result: Optional[CommandResult] = None) -> None:
-        self.result = result
-        self.calls: List[Any] = []
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        self.calls.append(tuple(argv))
-        if self.result is None:
-            return CommandResult(tuple(argv), -1, "", "not recorded", not_recorded=True)
-        return self.result
 
 
 def stanza(package: str, version: str, status: str) -> str:
@@ -112,7 +100,7 @@ def test_toolkit_dpkg_version_of_a_triggers_pending_package():
 def test_half_installed_toolkit_fails_as_missing(tmp_path):
     write_dpkg(tmp_path, stanza("nvidia-container-toolkit", "1.18.0-1",
                                 "install ok half-installed"))
-    host = Host(tmp_path, commands=Answers(
+    host = Host(tmp_path, commands=OneAnswer(
         CommandResult(("nvidia-ctk", "--version"), 127, "", "nvidia-ctk: not found")))
     out = TOOLKIT_VERSION.run(host, pol("dra"))
     assert out == Outcome(
@@ -124,13 +112,13 @@ def test_half_installed_toolkit_fails_as_missing(tmp_path):
 def test_containerd_config_files_only_is_not_installed(tmp_path):
     write_dpkg(tmp_path, stanza("containerd.io", "1.7.27-1", "deinstall ok config-files"),
                stanza("containerd", "1.6.20~ds1-1", "install ok half-installed"))
-    assert installed_containerd(Host(tmp_path, commands=Answers())) == Installed(None, "", None)
+    assert installed_containerd(Host(tmp_path, commands=OneAnswer())) == Installed(None, "", None)
 
 
 def test_containerd_installed_after_a_not_installed_record(tmp_path):
     write_dpkg(tmp_path, stanza("containerd", "1.6.20~ds1-1", "purge ok not-installed"),
                stanza("containerd.io", "1.7.27-1", "install ok installed"))
-    assert installed_containerd(Host(tmp_path, commands=Answers())) == Installed(
+    assert installed_containerd(Host(tmp_path, commands=OneAnswer())) == Installed(
         (1, 7, 27), DPKG, None)
 
 
@@ -149,7 +137,7 @@ def test_newest_library_by_version_not_by_string(tmp_path):
     # String order puts "580.95.05" after "580.105.08" ('9' > '1'); 105 > 95.
     lib_files(tmp_path, "libnvidia-ml.so.580.95.05", "libnvidia-ml.so.580.105.08",
               "libnvidia-ml.so.575.64")
-    assert userspace_nvml_versions(Host(tmp_path, commands=Answers())) == {X86: "580.105.08"}
+    assert userspace_nvml_versions(Host(tmp_path, commands=OneAnswer())) == {X86: "580.105.08"}
 
 
 def test_library_match_passes_with_an_older_leftover_library(tmp_path):
@@ -158,7 +146,7 @@ def test_library_match_passes_with_an_older_leftover_library(tmp_path):
     version.parent.mkdir(parents=True)
     version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.105.08  "
                        "Tue Jun 23 08:38:17 UTC 2026\n")
-    answers = Answers(CommandResult(
+    answers = OneAnswer(CommandResult(
         ("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"), 0,
         "580.105.08\n", ""))
     out = DRIVER_LIBRARY_MATCH.run(Host(tmp_path, commands=answers), pol())
@@ -172,9 +160,8 @@ GPU0 = {"slot": "0000:1a:00.0", "vendor": "10de", "class": "030200"}
 
 
 def count(pci_devices: Any, **settings: Any) -> Outcome:
-    host = Host("/nonexistent-root", gpus=StaticGpus({"gpus": NV, "device_count": 2}),
-                facts=StaticFacts({"pci_devices": pci_devices}))
-    return GPU_COUNT.run(host, pol(**settings))
+    return on_snapshot(GPU_COUNT, {"gpus": NV, "device_count": 2}, {"pci_devices": pci_devices},
+                       **settings)
 
 
 def details(expected: Optional[int], why: Optional[str]) -> Dict[str, Any]:

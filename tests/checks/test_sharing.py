@@ -12,12 +12,12 @@ Expected values are written from the sources, not read back from the code:
 import pytest
 
 from agent.config import Config
-from agent.host.bundle import load_bundle
 from agent.host.seam import Host, StaticFacts, StaticGpus
 from checks.allocation.allocation_owner import ALLOCATION_OWNER
 from checks.allocation.policy import SharingPolicy
 from checks.allocation.sharing import count, evidence
 from checks.policy import ResolvedPolicy, load_policy
+from tests.checks.bundle_support import run_on_bundle
 from tests.conftest import bundle
 
 PATHS = ("device-plugin", "dra", "operator-clusterpolicy", "operator-gpucluster")
@@ -27,11 +27,7 @@ DP_DIR = "/var/lib/kubelet/device-plugins/"
 def run(name, path, version, config=None):
     cfg = config or Config()
     pol = ResolvedPolicy(load_policy(version), path, settings=cfg.model_dump())
-    loaded = load_bundle(bundle(name))
-    try:
-        return ALLOCATION_OWNER.run(loaded.host, pol)
-    finally:
-        loaded.close()
+    return run_on_bundle(ALLOCATION_OWNER, name, pol)
 
 
 # -- the exclusive path under both policy versions ----------------------------------------

@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from agent.config import Config
-from agent.host.bundle import load_bundle
 from checks.policy import ResolvedPolicy, load_policy
 from checks.time.time_sync import RUNS, TIME_SYNC
+from tests.checks.bundle_support import run_on_bundle
 from tests.conftest import BUNDLES, bundle, run_cli
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "time-sync"
@@ -18,11 +18,7 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "time-sync"
 def evaluate(name, **time_sync):
     settings = Config.model_validate({"time_sync": time_sync}).model_dump()
     policy = ResolvedPolicy(load_policy(), "dra", settings=settings)
-    loaded = load_bundle(bundle(name))
-    try:
-        return TIME_SYNC.run(loaded.host, policy)
-    finally:
-        loaded.close()
+    return run_on_bundle(TIME_SYNC, name, policy)
 
 
 @pytest.mark.parametrize("name, status, needles", [
