@@ -17,7 +17,6 @@ from agent.config import Config
 from agent.host.seam import Host, StaticFacts, StaticGpus
 from agent.hostview import CommandResult
 from agent.model import Outcome, Status
-from agent.records import replace
 from checks.gpu.fabric_manager import FABRIC_MANAGER
 from checks.policy import ResolvedPolicy, load_policy
 
