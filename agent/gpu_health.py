@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from agent.model import DRA_PATHS, CheckResult, Severity, Status
 from agent.records import record
+from agent.snapshot import pci_key
 
 CLOSING = (Status.FAIL, Status.UNKNOWN)
 CLOSING_STRICT = (Status.WARN, Status.FAIL, Status.UNKNOWN)
@@ -108,17 +109,6 @@ def closes(r: CheckResult, path: str, strict: bool) -> bool:
         or (strict and status in CLOSING_STRICT))
 
 
-def _pci(value: Any) -> Optional[str]:
-    """NVML's "00000000:1A:00.0", udev's "0000:1a:00.0" and the kernel's "PCI:0000:1a:00" as
-    one key (4-digit domain:bus:device, lowercase), as agent/xid/events.py pci_key reads them."""
-    if not isinstance(value, str):
-        return None
-    parts = value.strip().lower().removeprefix("pci:").split(".")[0].split(":")
-    if len(parts) != 3 or not all(parts):
-        return None
-    return f"{parts[0][-4:].rjust(4, '0')}:{parts[1]}:{parts[2]}"
-
-
 def _index(value: Any) -> Optional[int]:
     ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32
     return value if ok else None
@@ -156,7 +146,7 @@ class _Gpus:
 
     @staticmethod
     def _names(gpu: Mapping[str, Any]) -> List[Tuple[str, Any]]:
-        found = (_text(gpu.get("uuid")), _pci(gpu.get("pci_bus_id")), _index(gpu.get("index")))
+        found = (_text(gpu.get("uuid")), pci_key(gpu.get("pci_bus_id")), _index(gpu.get("index")))
         return [(k, v) for k, v in zip(_Gpus.KEYS, found) if v is not None]
 
     def _add(self, row: Dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ Python 3.9: typing.TypedDict has no ``NotRequired``; a record whose keys are par
 is a required base plus a ``total=False`` subclass. A per-GPU field an NVML call failed for
 is ``null`` (the docs' "a single call that failed sets that field to null"), hence Optional.
 """
-from typing import Dict, List, Optional, TypedDict
+from typing import Any, Dict, List, Optional, TypedDict
 
 
 class NvmlError(TypedDict):
@@ -176,3 +176,19 @@ __all__ = [
     "NvLinkState", "NvmlError", "PcieRecord", "PowerLimitRecord", "RemappedRowsRecord",
     "TemperatureRecord", "WorkerInfo",
 ]
+
+
+def pci_key(bus_id: Any) -> Optional[str]:
+    """A GPU's PCI address as one key, 4-digit domain:bus:device in lowercase, whichever way
+    it was written: NVML's "00000000:9B:00.0", udev's "0000:9b:00.0", the kernel log's
+    "PCI:0000:9b:00" (the XID line's device). None for anything else: a snapshot and a kernel
+    log are input, and a pci_bus_id may be any JSON value."""
+    if not isinstance(bus_id, str):
+        return None
+    text = bus_id.strip().lower()
+    if text.startswith("pci:"):
+        text = text[4:]
+    parts = text.split(".")[0].split(":")
+    if len(parts) != 3 or not all(parts):
+        return None
+    return f"{parts[0][-4:].rjust(4, '0')}:{parts[1]}:{parts[2]}"

@@ -38,7 +38,7 @@ def who() -> str:
 def validate(target: str) -> str:
     """all, an index, a UUID, or a PCI bus id (normalised to the kernel log's "0000:9b:00"),
     which names a GPU even when NVML cannot (one that fell off the bus)."""
-    from agent.xid.events import pci_key
+    from agent.snapshot import pci_key
 
     if target == "all" or target.isdigit() or _UUID.match(target):
         return target

@@ -24,6 +24,7 @@ import threading
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from agent.records import record
+from agent.snapshot import pci_key
 from agent.xid.kmsg import KernelLine, parse_line
 
 _XID = re.compile(
@@ -45,21 +46,6 @@ _NAME = re.compile(r"name=([^,]*)")
 # the reset the GPU needed has happened (NVIDIA XID catalog, code 154).
 _RECOVERED = re.compile(r"recovery action changed from .* to 0x0 \(None\)")
 _GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9A-Fa-f:]+): (GPU-[0-9A-Fa-f-]+)")
-
-
-def pci_key(bus_id: Any) -> Optional[str]:
-    """'00000000:9B:00.0' (NVML) or 'PCI:0000:9b:00' (kernel) -> '0000:9b:00'; None for
-    anything else (a snapshot is input: its pci_bus_id may be any JSON value)."""
-    if not bus_id or not isinstance(bus_id, str):
-        return None
-    text = bus_id.strip().lower()
-    if text.startswith("pci:"):
-        text = text[4:]
-    text = text.split(".")[0]
-    parts = text.split(":")
-    if len(parts) != 3:
-        return None
-    return f"{parts[0][-4:].rjust(4, '0')}:{parts[1]}:{parts[2]}"
 
 
 @record

@@ -9,7 +9,8 @@ how a new record merges into the file, and which clear covers it, is agent/xid/s
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from agent.xid.events import XidEvent, pci_key
+from agent.snapshot import pci_key
+from agent.xid.events import XidEvent
 from agent.xid.state import monotonic_us
 
 

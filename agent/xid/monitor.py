@@ -11,13 +11,13 @@ import logging
 import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from agent.snapshot import pci_key
 from agent.xid.events import (
     Deduper,
     GpuMap,
     XidCounter,
     XidEvent,
     parse_xid,
-    pci_key,
     recovered_pci,
 )
 from agent.xid.faults import ecc_fault, ecc_readings, fault_record

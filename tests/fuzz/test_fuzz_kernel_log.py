@@ -8,7 +8,8 @@ from typing import Any, List
 
 from hypothesis import strategies as st
 
-from agent.xid.events import GpuMap, events_from_lines, parse_xid, pci_key, recovered_pci
+from agent.snapshot import pci_key
+from agent.xid.events import GpuMap, events_from_lines, parse_xid, recovered_pci
 from agent.xid.journal import parse_journal_json
 from agent.xid.kmsg import KernelLine, KmsgReader, parse_line, parse_record, render
 from tests.fuzz.conftest import deep, expect, quick

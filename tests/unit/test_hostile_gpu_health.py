@@ -75,13 +75,13 @@ def test_finding_the_gpus_a_check_names_does_not_scan_every_gpu_per_name(monkeyp
     from agent import gpu_health
 
     calls = []
-    real = gpu_health._pci
+    real = gpu_health.pci_key
 
     def counting(value):
         calls.append(1)
         return real(value)
 
-    monkeypatch.setattr(gpu_health, "_pci", counting)
+    monkeypatch.setattr(gpu_health, "pci_key", counting)
     gpus = [{"index": i, "uuid": f"GPU-{i:04d}", "pci_bus_id": f"00000000:{i % 256:02X}:"
              f"{i // 256:02X}.0"} for i in range(1000)]
     refs = [{"pci_bus_id": g["pci_bus_id"]} for g in gpus]

@@ -2,6 +2,7 @@
 
 import pytest
 
+from agent.snapshot import pci_key
 from agent.xid.events import (
     Deduper,
     GpuMap,
@@ -9,7 +10,6 @@ from agent.xid.events import (
     XidEvent,
     events_from_lines,
     parse_xid,
-    pci_key,
 )
 from agent.xid.kmsg import KernelLine, parse_line
 from agent.xid.monitor import XidMonitor
@@ -54,6 +54,9 @@ def test_not_an_xid(message):
 def test_pci_keys_from_nvml_and_kernel_agree():
     assert pci_key("00000000:9B:00.0") == pci_key("PCI:0000:9b:00") == "0000:9b:00"
     assert pci_key("garbage") is None and pci_key(None) is None
+    # udev's form is the same key; an address with an empty part names no GPU
+    assert pci_key("0000:9b:00.0") == "0000:9b:00"
+    assert pci_key("0000::00") is None and pci_key("PCI:0000:9b:") is None
 
 
 def test_events_resolve_gpus_and_drop_replayed_records():
