@@ -143,6 +143,25 @@ def test_1x_a_nested_plugins_table_merges_and_owns_nothing(tmp_path) -> None:
     assert eff.plugin_owner == {} and eff.errors == []
 
 
+
+def test_1x_lists_are_appended_and_a_version_1_config_keeps_the_short_cri_name(tmp_path) -> None:
+    # WithAppendSlice: an imported list is appended to the one merged so far. A version-1
+    # config names the CRI plugin `cri` (1.x migrates it to the full name on load), so that is
+    # where its runtimes are read.
+    eff = effective(tmp_path, {
+        ROOT: 'version = 1\nimports = ["conf.d/*.toml"]\n'
+              'disabled_plugins = ["io.containerd.snapshotter.v1.btrfs"]\n'
+              '[plugins.cri.containerd.runtimes.nvidia]\nruntime_type = "io.containerd.runc.v2"\n',
+        "/etc/containerd/conf.d/10.toml": 'disabled_plugins = ["io.containerd.snapshotter.v1.zfs"]\n',
+    }, 1)
+    assert eff.errors == [] and eff.version == 1 and eff.cri_key() == CRI_V1
+    assert eff.merged == {
+        "version": 1, "imports": ["conf.d/*.toml"],
+        "disabled_plugins": ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs"],
+        "plugins": {"cri": {"containerd": {"runtimes": {"nvidia": RUNC}}}}}
+    assert eff.runtimes() == {"nvidia": RUNC}
+    assert eff.plugin_owner == {"cri": ROOT}
+
 # --- 2.x: migration of drop-ins before the merge ----------------------------------------------
 
 V2_ROOT = (f'version = 2\nimports = ["conf.d/*.toml"]\n'

@@ -90,3 +90,27 @@ def test_1x_non_zero_values_override_and_zero_values_do_not_as_containerd_17_doe
     assert real["oom_score"] == own.merged["oom_score"] == 1
     assert real["metrics"] == own.merged["metrics"] == {"grpc_histogram": True,
                                                         "address": "127.0.0.1:1338"}
+
+
+def test_1x_lists_append_and_a_version_1_cri_table_is_read_as_containerd_17_does(tmp_path):
+    binary = containerd_17()
+    write_files(tmp_path, {
+        "/config.toml": f'version = 1\nimports = ["{tmp_path}/conf.d/*.toml"]\n'
+                        'disabled_plugins = ["io.containerd.snapshotter.v1.btrfs"]\n'
+                        '[plugins.cri.containerd.runtimes.nvidia]\n'
+                        'runtime_type = "io.containerd.runc.v2"\n',
+        "/conf.d/10.toml": 'disabled_plugins = ["io.containerd.snapshotter.v1.zfs"]\n',
+    })
+    config = str(tmp_path / "config.toml")
+    dump = subprocess.run([binary, "--config", config, "config", "dump"], capture_output=True,
+                          text=True, timeout=30)
+    assert dump.returncode == 0, dump.stderr
+    real = tomllib.loads(dump.stdout)
+    own = load_effective(Host("/"), config, 1)
+    assert own.errors == []
+    assert real["disabled_plugins"] == own.merged["disabled_plugins"] == [
+        "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs"]
+    # 1.x dumps the version-1 `cri` table migrated to its full name; the file's runtimes
+    # table replaced the default one (with its runc) whole.
+    real_runtimes = table(real, "plugins", CRI_V2, "containerd", "runtimes")
+    assert set(real_runtimes) == set(own.runtimes()) == {"nvidia"}
