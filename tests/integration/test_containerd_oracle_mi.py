@@ -47,6 +47,17 @@ CASES = {
 }
 
 
+def real_and_own(binary, config, major):
+    """containerd's own `config dump` of ``config`` (the oracle) and load_effective's merge of
+    the same files for that containerd major version."""
+    dump = subprocess.run([binary, "--config", config, "config", "dump"], capture_output=True,
+                          text=True, timeout=30)
+    assert dump.returncode == 0, dump.stderr
+    own = load_effective(Host("/"), config, major)
+    assert own.errors == []
+    return tomllib.loads(dump.stdout), own
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_2x_drop_in_versions_merge_as_containerd_21_does(tmp_path, name):
     binary = containerd_21()
@@ -54,12 +65,8 @@ def test_2x_drop_in_versions_merge_as_containerd_21_does(tmp_path, name):
     files["config.toml"] = f'imports = ["{tmp_path}/conf.d/*.toml"]\n' + files["config.toml"]
     write_files(tmp_path, {f"/{k}": v for k, v in files.items()})
     config = str(tmp_path / "config.toml")
-    dump = subprocess.run([binary, "--config", config, "config", "dump"], capture_output=True,
-                          text=True, timeout=30)
-    assert dump.returncode == 0, dump.stderr
-    real = tomllib.loads(dump.stdout)
-    own = load_effective(Host("/"), config, 2)
-    assert own.errors == [] and real["version"] == own.version == 3
+    real, own = real_and_own(binary, config, 2)
+    assert real["version"] == own.version == 3
     real_runtimes = table(real, "plugins", CRI_V3_RUNTIME, "containerd", "runtimes")
     # The dump adds the default config's own `runc` runtime (docs/cri/config.md).
     assert set(real_runtimes) == set(own.runtimes()) | {"runc"}
@@ -81,12 +88,7 @@ def test_1x_non_zero_values_override_and_zero_values_do_not_as_containerd_17_doe
         "/conf.d/20.toml": '[metrics]\naddress = ""\n',
     })
     config = str(tmp_path / "config.toml")
-    dump = subprocess.run([binary, "--config", config, "config", "dump"], capture_output=True,
-                          text=True, timeout=30)
-    assert dump.returncode == 0, dump.stderr
-    real = tomllib.loads(dump.stdout)
-    own = load_effective(Host("/"), config, 1)
-    assert own.errors == []
+    real, own = real_and_own(binary, config, 1)
     assert real["oom_score"] == own.merged["oom_score"] == 1
     assert real["metrics"] == own.merged["metrics"] == {"grpc_histogram": True,
                                                         "address": "127.0.0.1:1338"}
@@ -102,12 +104,7 @@ def test_1x_lists_append_and_a_version_1_cri_table_is_read_as_containerd_17_does
         "/conf.d/10.toml": 'disabled_plugins = ["io.containerd.snapshotter.v1.zfs"]\n',
     })
     config = str(tmp_path / "config.toml")
-    dump = subprocess.run([binary, "--config", config, "config", "dump"], capture_output=True,
-                          text=True, timeout=30)
-    assert dump.returncode == 0, dump.stderr
-    real = tomllib.loads(dump.stdout)
-    own = load_effective(Host("/"), config, 1)
-    assert own.errors == []
+    real, own = real_and_own(binary, config, 1)
     assert real["disabled_plugins"] == own.merged["disabled_plugins"] == [
         "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs"]
     # 1.x dumps the version-1 `cri` table migrated to its full name; the file's runtimes
