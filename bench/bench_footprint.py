@@ -9,7 +9,11 @@
   beside an agent with every optional series on (run.gpu_telemetry, run.check_details);
 - start-up: a one-shot `check --bundle` on a full fixture host and `version`, beside the bare
   interpreter (`python -c pass`): medians of wall time and of CPU time (children's rusage, which
-  another process on the machine does not inflate), as ratios; `-X importtime` top entries;
+  another process on the machine does not inflate), as ratios; `-X importtime` top entries.
+  Twice: as installed (a fresh venv with no .pth file, the dependencies on PYTHONPATH: what a
+  package install runs, and the figure the target is read against), and in the venv running
+  the bench (a development venv runs the editable install's .pth finder, which imports pathlib,
+  and coverage's .pth at every start, which inflates the reference ~2x);
 - what the main process's Python heap holds after importing what `run` imports (tracemalloc,
   by top-level package).
 
@@ -117,14 +121,15 @@ def checks_in(tree: Path) -> int:
     return int(out.stdout)
 
 
-def timed(argv: List[str], trees: List[Path], runs: int) -> List[Tuple[float, float]]:
+def timed(argv: List[str], trees: List[Path], runs: int,
+          deps: str = "") -> List[Tuple[float, float]]:
     """Median wall and median CPU (user+sys of the child, from rusage) over ``runs`` in each
     tree, the trees taking turns so a change in the machine's load falls on all of them."""
     walls: List[List[float]] = [[] for _ in trees]
     cpus: List[List[float]] = [[] for _ in trees]
     for _ in range(runs):
         for k, tree in enumerate(trees):
-            env = {**os.environ, "PYTHONPATH": str(tree)}
+            env = {**os.environ, "PYTHONPATH": str(tree) + (os.pathsep + deps if deps else "")}
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
@@ -155,6 +160,42 @@ def importtime(tree: Path, argv: List[str], top: int = 5,
     first = [r for r in rows if r[3] == 1 and r[0] not in ("site", "encodings")]
     return {"cumulative": [(n, c) for n, _, c, _ in sorted(first, key=lambda r: -r[2])[:top]],
             "self": [(n, s) for n, s, _, _ in sorted(rows, key=lambda r: -r[1])[:top]]}
+
+
+def clean_layout(tmp: Path) -> Tuple[str, str]:
+    """An interpreter as a package install runs the agent: a fresh venv of this Python with
+    nothing in its site-packages, so no .pth file runs at start (site.py runs every .pth of a
+    site directory; one on PYTHONPATH is only searched), and the agent's runtime dependencies
+    in one directory for PYTHONPATH. Returns (python, that directory)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp / "venv")],
+                   check=True)
+    deps = tmp / "deps"
+    deps.mkdir()
+    import yaml  # PyYAML: yaml/ holds its C loader too; _yaml/ is its compatibility shim
+
+    site = Path(yaml.__file__).parent.parent
+    for name in ("yaml", "_yaml", "tomli"):
+        if (site / name).is_dir():
+            (deps / name).symlink_to(site / name)
+    return str(tmp / "venv" / "bin" / "python"), str(deps)
+
+
+def installed_startup(trees: List[Path], runs: int) -> List[Dict[str, Any]]:
+    """The start-up figures of each tree run from ``clean_layout``."""
+    with tempfile.TemporaryDirectory(prefix="bench-clean-") as tmpdir:
+        python, deps = clean_layout(Path(tmpdir))
+        for tree in trees:  # the layout must run the agent, or its figures mean nothing
+            out = subprocess.run([python, "-m", "agent.cli", "check", "--bundle", str(FULL_HOST)],
+                                 capture_output=True, text=True, cwd=tree,
+                                 env={**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{deps}"})
+            if out.returncode != 0 or not out.stdout.rstrip().endswith("OPEN"):
+                raise SystemExit(f"the clean layout cannot run {tree}: {out.stderr.strip()[-300:]}")
+        cli = [python, "-m", "agent.cli"]
+        floor = timed([python, "-c", "pass"], trees, runs, deps)
+        checks = timed(cli + ["check", "--bundle", str(FULL_HOST)], trees, runs, deps)
+        versions = timed(cli + ["version"], trees, runs, deps)
+    return [{"floor": floor[k], "check": checks[k], "version": versions[k]}
+            for k in range(len(trees))]
 
 
 def heap(tree: Path) -> Dict[str, float]:
@@ -243,12 +284,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                         str(tree / "checks")], stdout=subprocess.DEVNULL, check=False)
     cli = [sys.executable, "-m", "agent.cli"]
     check = ["-m", "agent.cli", "check", "--bundle", str(FULL_HOST)]
+    installed = installed_startup(trees, args.runs)
     floor = timed([sys.executable, "-c", "pass"], trees, args.runs)
     checks = timed(cli + check[2:], trees, args.runs)
     versions = timed(cli + ["version"], trees, args.runs)
     results = []
     for k, tree in enumerate(trees):
         r: Dict[str, Any] = {"tree": str(tree), "python": sys.version.split()[0],
+                             "installed": installed[k],
                              "floor": floor[k], "check": checks[k], "version": versions[k],
                              "importtime": importtime(tree, check), "heap_mib": heap(tree),
                              "checks": checks_in(tree)}
@@ -262,18 +305,29 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def report(r: Dict[str, Any]) -> None:
-    (fw, fc), (cw, cc), (vw, vc) = r["floor"], r["check"], r["version"]
     print(f"tree {r['tree']}, python {r['python']}")
-    print("start-up (medians)                 wall        cpu      ratio to the bare interpreter")
+    for title, row in (("as installed: a clean venv, no .pth (the figure to read)", r["installed"]),
+                       ("in the bench's own venv (its .pth files inflate the reference)", r)):
+        print(f"start-up, {title}")
+        startup_rows(row)
+    print("  -X importtime of check --bundle, top-level by cumulative ms: " + ", ".join(
+        f"{n} {v:.1f}" for n, v in r["importtime"]["cumulative"]))
+    print("  ... any module by self ms: " + ", ".join(
+        f"{n} {v:.1f}" for n, v in r["importtime"]["self"]))
+    memory_and_series_rows(r)
+
+
+def startup_rows(r: Dict[str, Any]) -> None:
+    (fw, fc), (cw, cc), (vw, vc) = r["floor"], r["check"], r["version"]
+    print("  (medians)                         wall        cpu      ratio to the bare interpreter")
     print(f"  python -c pass (reference)   {fw * 1e3:7.1f} ms {fc * 1e3:7.1f} ms")
     print(f"  check --bundle {FULL_HOST.name:<14}{cw * 1e3:7.1f} ms {cc * 1e3:7.1f} ms"
           f"   {cw / fw:.1f}x wall, {cc / max(fc, 1e-3):.1f}x cpu")
     print(f"  version                      {vw * 1e3:7.1f} ms {vc * 1e3:7.1f} ms"
           f"   {vw / fw:.1f}x wall, {vc / max(fc, 1e-3):.1f}x cpu")
-    print("  -X importtime of check --bundle, top-level by cumulative ms: " + ", ".join(
-        f"{n} {v:.1f}" for n, v in r["importtime"]["cumulative"]))
-    print("  ... any module by self ms: " + ", ".join(
-        f"{n} {v:.1f}" for n, v in r["importtime"]["self"]))
+
+
+def memory_and_series_rows(r: Dict[str, Any]) -> None:
     ceiling = 200 + 5 * (r["checks"] - 23)
     print(f"series: {r['series']} ({r['body_bytes']} bytes) on 8 simulated GPUs with "
           f"{r['checks']} checks; ceiling {ceiling} ({r['series'] / ceiling:.2f} of it); every "
