@@ -138,3 +138,45 @@ def test_host_root_reads_files_and_never_runs_commands(tmp_path):
     assert by_id["driver-loaded"]["status"] == "unknown"
     assert by_id["kubelet-version"]["status"] == "unknown"
     assert "not run under --host-root" in by_id["kubelet-version"]["summary"] or "not recorded" in by_id["kubelet-version"]["summary"]
+
+
+@pytest.mark.parametrize("command, raises, collecting_during", [
+    ("check", False, False),  # the one-shot check runs without the cyclic collector
+    ("check", True, False),  # ... and the collector is back even when the command raises
+    ("version", False, True),  # every other command keeps it
+    ("run", False, True),  # the daemon above all: it runs for months
+])
+def test_the_collector_pauses_for_check_only_and_comes_back(monkeypatch, command, raises,
+                                                            collecting_during):
+    import gc
+
+    import agent.cli
+
+    seen = []
+
+    def command_body(args):
+        seen.append(gc.isenabled())
+        if raises:
+            raise RuntimeError("kaboom")
+        return 0
+
+    monkeypatch.setattr(agent.cli, f"cmd_{command}", command_body)
+    assert gc.isenabled()
+    res = run_cli([command])
+    assert seen == [collecting_during]
+    assert res.rc == (3 if raises else 0)
+    assert gc.isenabled()
+
+
+def test_a_caller_that_paused_the_collector_keeps_it_paused(monkeypatch):
+    import gc
+
+    import agent.cli
+
+    monkeypatch.setattr(agent.cli, "cmd_check", lambda args: 0)
+    gc.disable()
+    try:
+        assert run_cli(["check"]).rc == 0
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
