@@ -246,15 +246,20 @@ class NativeRoute:
         if self.ctr(spec, "images", "ls", "-q", name).stdout.strip():
             return True
         snap = ["--snapshotter", str(opts["snapshotter"])] if opts["snapshotter"] else []
-        if self.ctr(spec, "images", "ls", "-q", name, ns="k8s.io").stdout.strip():
+        on_host = bool(self.ctr(spec, "images", "ls", "-q", name, ns="k8s.io").stdout.strip())
+        if on_host:
             tar = str(tmp / "image.tar")
             out = self.ctr(spec, "images", "export", tar, spec.image, ns="k8s.io")
             got = self.ctr(spec, "images", "import", *snap, tar) if out.ok else out
         else:
             got = self.ctr(spec, "images", "pull", *snap, spec.image)
         if not got.ok:
-            attempt.image_missing = not got.timed_out
-            attempt.fail("image", f"{spec.image}: {_why(got)}", deadline=got.timed_out)
+            # Missing means in neither namespace and not pullable. An image that is in k8s.io
+            # but failed to copy (a full disk, containerd's content store refusing the ingest)
+            # is on the host: `skip_if_image_missing` must not skip it, and the fix differs.
+            attempt.image_missing = not got.timed_out and not on_host
+            where = "copying it from the k8s.io namespace: " if on_host else ""
+            attempt.fail("image", f"{spec.image}: {where}{_why(got)}", deadline=got.timed_out)
         return got.ok
 
 
